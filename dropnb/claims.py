@@ -1,0 +1,283 @@
+"""Claims and errata: measured numbers held against the theory, recorded and enforced.
+
+A *claim* compares a measured value with a target under a comparison and a tolerance whose
+origin is stated (``basis``): machine precision, a Monte-Carlo standard error, a solver
+tolerance. An *erratum* holds one measured value against a printed statement (which must fail)
+and a corrected one (which must hold). Each record
+
+* prints one readable line,
+* is glued into the notebook under its id (``myst_nb.glue``) so the prose can quote it,
+* is appended as one JSON object to ``<claims dir>/<chapter>.jsonl``,
+
+and a failing record raises :class:`ClaimFailed`, which stops the notebook, the book build and
+the tests.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from .config import book_root
+
+CLAIMS_DIR_VARIABLE = "DROPNB_CLAIMS_DIR"
+COMPARISONS = {
+    "close": "|measured − target| ≤ tolerance",
+    "at_most": "measured ≤ target + tolerance",
+    "at_least": "measured ≥ target − tolerance",
+    "differs": "|measured − target| > tolerance",
+}
+_ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+UNIT_ROUNDOFF = float(np.finfo(np.float64).eps) / 2
+
+
+class ClaimFailed(AssertionError):
+    """A claim did not hold, or an erratum's printed statement did not fail."""
+
+
+def holds(measured: float, target: float, comparison: str, tolerance: float) -> bool:
+    """Whether ``measured`` stands in ``comparison`` to ``target`` within ``tolerance``."""
+    if comparison == "close":
+        return abs(measured - target) <= tolerance
+    if comparison == "at_most":
+        return measured <= target + tolerance
+    if comparison == "at_least":
+        return measured >= target - tolerance
+    if comparison == "differs":
+        return abs(measured - target) > tolerance
+    raise ValueError(f"comparison must be one of {sorted(COMPARISONS)}, got {comparison!r}")
+
+
+def roundoff_tolerance(operations: int) -> float:
+    """Forward-error bound γₙ = n·u/(1 − n·u) for ``operations`` = n rounded operations, u = 2⁻⁵³."""
+    if isinstance(operations, bool) or not isinstance(operations, (int, np.integer)) or operations < 1 \
+            or operations * UNIT_ROUNDOFF >= 1:
+        raise ValueError(f"operations must be a positive integer with n·u < 1, got {operations!r}")
+    nu = operations * UNIT_ROUNDOFF
+    return nu / (1 - nu)
+
+
+def claims_dir() -> Path:
+    """``$DROPNB_CLAIMS_DIR`` if set, else ``_build/claims`` under the book's top folder."""
+    value = os.environ.get(CLAIMS_DIR_VARIABLE)
+    return Path(value) if value else book_root() / "_build" / "claims"
+
+
+def _number(value: Any, name: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a real number, got {value!r}") from None
+    if math.isnan(number):
+        raise ValueError(f"{name} must not be NaN")
+    return number
+
+
+@dataclass
+class Record:
+    """One claim or erratum, as written to the chapter's JSON-lines file."""
+
+    id: str
+    chapter: str
+    kind: str
+    source: str
+    statement: str
+    measured: float
+    target: float
+    comparison: str
+    tolerance: float
+    basis: str
+    passed: bool
+    profile: str
+    seconds: float
+    device: str
+    printed: str | None = None
+    printed_target: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def line(self) -> str:
+        """The printed one-line summary."""
+        verdict = "PASS" if self.passed else "FAIL"
+        relation = {"close": "≈", "at_most": "≤", "at_least": "≥", "differs": "≠"}[self.comparison]
+        text = (
+            f"{verdict} {self.id}: {self.statement} — measured {self.measured:.6g} "
+            f"{relation} {self.target:.6g} (tolerance {self.tolerance:.2g}: {self.basis}) [{self.source}]"
+        )
+        if self.kind == "erratum":
+            text += f"; printed statement ({self.printed}) gives {self.printed_target:.6g}"
+        return text
+
+
+class Claims:
+    """The claims of one chapter run.
+
+    Creating it empties ``<claims dir>/<chapter>.jsonl``; each claim or erratum then appends a
+    record. ``seconds`` defaults to the time since the previous record (or since creation).
+    """
+
+    def __init__(self, chapter: str, profile: str, device: str = "cpu", directory: Path | None = None):
+        if not _ID.match(chapter):
+            raise ValueError(f"chapter must be a lower-case identifier, got {chapter!r}")
+        self.chapter = chapter
+        self.profile = profile
+        self.device = device
+        self.records: list[Record] = []
+        self.path = Path(directory or claims_dir()) / f"{chapter}.jsonl"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text("")
+        self._clock = time.perf_counter()
+
+    def claim(
+        self,
+        id: str,
+        *,
+        source: str,
+        statement: str,
+        measured: float,
+        target: float,
+        tolerance: float,
+        basis: str,
+        comparison: str = "close",
+        seconds: float | None = None,
+        **extra: Any,
+    ) -> Record:
+        """Record ``measured`` against ``target``; raise :class:`ClaimFailed` if it does not hold."""
+        measured, target, tolerance = self._check_numbers(measured, target, tolerance)
+        passed = holds(measured, target, comparison, tolerance)
+        return self._record(
+            Record(id=self._new_id(id), chapter=self.chapter, kind="claim", source=source,
+                   statement=statement, measured=measured, target=target, comparison=comparison,
+                   tolerance=tolerance, basis=basis, passed=passed, profile=self.profile,
+                   seconds=self._seconds(seconds), device=self.device, extra=extra)
+        )
+
+    def erratum(
+        self,
+        id: str,
+        *,
+        source: str,
+        printed: str,
+        corrected: str,
+        measured: float,
+        printed_target: float,
+        corrected_target: float,
+        tolerance: float,
+        basis: str,
+        seconds: float | None = None,
+        **extra: Any,
+    ) -> Record:
+        """Record a correction: ``measured`` must miss ``printed_target`` and match ``corrected_target``.
+
+        Both comparisons use the same tolerance, so the evidence separates the two statements.
+        """
+        measured, corrected_target, tolerance = self._check_numbers(measured, corrected_target, tolerance)
+        printed_target = _number(printed_target, "printed_target")
+        passed = holds(measured, corrected_target, "close", tolerance) and holds(
+            measured, printed_target, "differs", tolerance
+        )
+        return self._record(
+            Record(id=self._new_id(id), chapter=self.chapter, kind="erratum", source=source,
+                   statement=corrected, measured=measured, target=corrected_target, comparison="close",
+                   tolerance=tolerance, basis=basis, passed=passed, profile=self.profile,
+                   seconds=self._seconds(seconds), device=self.device, printed=printed,
+                   printed_target=printed_target, extra=extra)
+        )
+
+    def table(self):
+        """The chapter's closing table (Markdown): every record with its verdict."""
+        from IPython.display import Markdown
+
+        return Markdown(markdown_table(self.records))
+
+    def summary(self, digits: int = 3) -> str:
+        """Ids, verdicts and measured values to ``digits`` significant digits (for regression)."""
+        return "\n".join(f"{r.id} {'PASS' if r.passed else 'FAIL'} {r.measured:.{digits}g}" for r in self.records)
+
+    def _check_numbers(self, measured: Any, target: Any, tolerance: Any) -> tuple[float, float, float]:
+        measured = _number(measured, "measured")
+        target = _number(target, "target")
+        tolerance = _number(tolerance, "tolerance")
+        if tolerance < 0 or math.isinf(tolerance):
+            raise ValueError(f"tolerance must be finite and non-negative, got {tolerance!r}")
+        return measured, target, tolerance
+
+    def _new_id(self, id: str) -> str:
+        if not _ID.match(id) or not id.startswith(self.chapter + "."):
+            raise ValueError(f"id must be a lower-case identifier starting with '{self.chapter}.', got {id!r}")
+        if any(r.id == id for r in self.records):
+            raise ValueError(f"id {id!r} is already recorded in this chapter")
+        return id
+
+    def _seconds(self, seconds: float | None) -> float:
+        now = time.perf_counter()
+        elapsed = now - self._clock if seconds is None else _number(seconds, "seconds")
+        self._clock = now
+        return elapsed
+
+    def _record(self, record: Record) -> Record:
+        self.records.append(record)
+        with self.path.open("a") as handle:
+            handle.write(json.dumps(asdict(record), ensure_ascii=False) + "\n")
+        _glue(record.id, record.measured)
+        print(record.line())
+        if not record.passed:
+            raise ClaimFailed(record.line())
+        self._clock = time.perf_counter()
+        return record
+
+
+def _glue(name: str, value: float) -> None:
+    """Glue ``value`` under ``name`` when running inside a kernel; a no-op elsewhere."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython is a dependency of the notebooks
+        return
+    if get_ipython() is None:
+        return
+    from myst_nb import glue
+
+    glue(name, value, display=False)
+
+
+def load_records(directory: Path, chapters: Iterable[str] | None = None) -> dict[str, list[dict]]:
+    """The records per chapter found in ``directory`` (all ``*.jsonl``, or the named chapters)."""
+    directory = Path(directory)
+    names = sorted(p.stem for p in directory.glob("*.jsonl")) if chapters is None else list(chapters)
+    records = {}
+    for name in names:
+        path = directory / f"{name}.jsonl"
+        if path.is_file():
+            records[name] = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return records
+
+
+def format_value(value: float) -> str:
+    """A compact rendering of a measured value or tolerance."""
+    if value == 0:
+        return "0"
+    magnitude = abs(value)
+    return f"{value:.3g}" if 1e-3 <= magnitude < 1e4 else f"{value:.2e}"
+
+
+def markdown_table(records: Iterable[Record | dict]) -> str:
+    """A Markdown table of records: id, statement, measured, target, tolerance and verdict."""
+    rows = ["| claim | statement | measured | target | tolerance | result |", "|---|---|---|---|---|---|"]
+    for record in records:
+        r = asdict(record) if isinstance(record, Record) else record
+        relation = {"close": "≈", "at_most": "≤", "at_least": "≥", "differs": "≠"}[r["comparison"]]
+        statement = r["statement"].replace("|", "\\|")
+        if r["kind"] == "erratum":
+            statement = f"**Erratum.** {statement} (printed: {r['printed']}, gives {format_value(r['printed_target'])})"
+        rows.append(
+            f"| `{r['id']}` | {statement} | {format_value(r['measured'])} | {relation} {format_value(r['target'])} "
+            f"| {format_value(r['tolerance'])} | {'pass' if r['passed'] else '**FAIL**'} |"
+        )
+    return "\n".join(rows)

@@ -1,0 +1,115 @@
+"""Run configuration of a chapter: profile, seeds, device, threads and dtypes.
+
+A chapter starts with a ``parameters`` cell (``profile = None``, ``seed = ...``) that papermill
+may override, and then calls :func:`setup`. The profile chooses problem sizes, never claims:
+
+========  ===================  ====================================
+profile   used for             budget
+========  ===================  ====================================
+quick     tests and CI         under a minute a chapter, two cores
+book      the rendered book    under three minutes a chapter
+full      paper scale          under ten minutes a chapter, one GPU
+========  ===================  ====================================
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+import torch
+
+PROFILES = ("quick", "book", "full")
+DEFAULT_PROFILE = "book"
+PROFILE_VARIABLE = "DROPNB_PROFILE"
+THREADS_VARIABLE = "DROPNB_THREADS"
+
+T = TypeVar("T")
+
+
+def resolve_profile(profile: str | None = None) -> str:
+    """The profile: the argument if given, else ``$DROPNB_PROFILE``, else ``"book"``."""
+    value = profile if profile is not None else os.environ.get(PROFILE_VARIABLE) or DEFAULT_PROFILE
+    if value not in PROFILES:
+        raise ValueError(f"profile must be one of {PROFILES}, got {value!r}")
+    return value
+
+
+def default_device() -> torch.device:
+    """CUDA when a GPU is visible, else the CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def stream_seed(seed: int, stream: str) -> list[int]:
+    """Seed sequence of a named random stream: independent streams for independent experiments."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    return [int(seed), zlib.crc32(stream.encode())]
+
+
+@dataclass(frozen=True)
+class Config:
+    """Profile, base seed, device and dtype of one chapter run."""
+
+    profile: str
+    seed: int
+    device: torch.device = field(default_factory=default_device)
+    dtype: torch.dtype = torch.float64
+
+    def __post_init__(self) -> None:
+        resolve_profile(self.profile)
+        stream_seed(self.seed, "")
+
+    def pick(self, *, quick: T, book: T, full: T) -> T:
+        """The value for this profile."""
+        return {"quick": quick, "book": book, "full": full}[self.profile]
+
+    def rng(self, stream: str) -> np.random.Generator:
+        """A numpy generator for the named stream; the same name gives the same numbers."""
+        return np.random.default_rng(stream_seed(self.seed, stream))
+
+    def torch_generator(self, stream: str) -> torch.Generator:
+        """A torch generator on this device for the named stream."""
+        generator = torch.Generator(device=self.device)
+        generator.manual_seed(int(np.random.SeedSequence(stream_seed(self.seed, stream)).generate_state(1)[0]))
+        return generator
+
+    def describe(self) -> str:
+        """One line naming profile, seed, device and library versions."""
+        device = self.device.type
+        if device == "cuda":
+            device = f"cuda ({torch.cuda.get_device_name(self.device)})"
+        return (
+            f"profile {self.profile}, seed {self.seed}, device {device}, "
+            f"{torch.get_num_threads()} threads, Python {platform.python_version()}, "
+            f"numpy {np.__version__}, torch {torch.__version__}"
+        )
+
+
+def configure_threads() -> int:
+    """Set torch's intra-op threads from ``$DROPNB_THREADS`` (default: all cores); return the count.
+
+    The chapters' linear algebra is small, so more threads than cores only adds overhead.
+    """
+    value = os.environ.get(THREADS_VARIABLE)
+    threads = os.cpu_count() or 1
+    if value is not None:
+        if not value.isdigit() or int(value) < 1:
+            raise ValueError(f"{THREADS_VARIABLE} must be a positive integer, got {value!r}")
+        threads = int(value)
+    torch.set_num_threads(threads)
+    return threads
+
+
+def book_root(start: Path | None = None) -> Path:
+    """The book's top folder (the first parent holding ``_config.yml``), else the start folder."""
+    start = (start or Path.cwd()).resolve()
+    for folder in (start, *start.parents):
+        if (folder / "_config.yml").is_file():
+            return folder
+    return start

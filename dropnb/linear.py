@@ -1,0 +1,175 @@
+"""The shallow linear network x ↦ U Vᵀ x with dropout on its r hidden units.
+
+Notation: M ∈ ℝ^{d₁×d₂} the target map (y = Mx), U ∈ ℝ^{d₁×r} the output weights (columns uᵢ),
+V ∈ ℝ^{d₂×r} the input weights (columns vᵢ), S = E[xxᵀ] the input second moment (I when omitted),
+b a mask with mean μ and characteristic matrix C̄ (see :mod:`dropnb.masks`). The dropout
+objective and its closed form are
+
+    f(U, V) = E_{b,x} ‖Mx − U diag(b/μ) Vᵀ x‖²
+            = tr((M − UVᵀ) S (M − UVᵀ)ᵀ) + ⟨C̄, UᵀU ⊙ VᵀSV⟩,
+
+which for Bernoulli dropout (C̄ = λI, λ = (1 − θ)/θ) is ℓ(U, V) + λ Σᵢ ‖uᵢ‖² vᵢᵀ S vᵢ.
+All functions here are exact float64 numpy; sampling-based estimates return per-sample values
+so that callers can form means and standard errors.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from .masks import MaskDistribution, check_retain
+from .stats import StreamingMean, chunk_sizes, streaming_mean
+
+_CHUNK = 65536
+
+
+def _matrix(value, name: str, ndim: int = 2) -> np.ndarray:
+    array = np.asarray(value, dtype=np.float64)
+    if array.ndim != ndim:
+        raise ValueError(f"{name} must be a {ndim}-d array, got shape {array.shape}")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{name} must be finite")
+    return array
+
+
+def check_factors(U, V, S=None):
+    """Validate the factors and the input second moment; return float64 (U, V, S), S = I if omitted."""
+    U, V = _matrix(U, "U"), _matrix(V, "V")
+    if U.shape[1] != V.shape[1]:
+        raise ValueError(f"U and V must have the same number of columns (width r), got {U.shape} and {V.shape}")
+    d2 = V.shape[0]
+    S = np.eye(d2) if S is None else _matrix(S, "S")
+    if S.shape != (d2, d2):
+        raise ValueError(f"S must be {d2}×{d2} to match V {V.shape}, got {S.shape}")
+    if not np.allclose(S, S.T, rtol=0, atol=1e-12 * max(1.0, np.abs(S).max())):
+        raise ValueError("S must be symmetric (it is a second-moment matrix E[xxᵀ])")
+    return U, V, S
+
+
+def check_network(M, U, V, S=None):
+    """Validate shapes and values; return float64 arrays (M, U, V, S) with S = I if omitted."""
+    M = _matrix(M, "M")
+    U, V, S = check_factors(U, V, S)
+    if U.shape[0] != M.shape[0]:
+        raise ValueError(f"U must have {M.shape[0]} rows to match M {M.shape}, got {U.shape}")
+    if V.shape[0] != M.shape[1]:
+        raise ValueError(f"V must have {M.shape[1]} rows to match M {M.shape}, got {V.shape}")
+    return M, U, V, S
+
+
+def _check_mask(mask: MaskDistribution, width: int) -> MaskDistribution:
+    if not isinstance(mask, MaskDistribution):
+        raise ValueError(f"mask must be a MaskDistribution, got {type(mask).__name__}")
+    if mask.width != width:
+        raise ValueError(f"mask must have width {width} to match U and V, got {mask.width}")
+    return mask
+
+
+def expected_loss(M, U, V, S=None) -> float:
+    """ℓ(U, V) = E_x ‖Mx − UVᵀx‖² = tr((M − UVᵀ) S (M − UVᵀ)ᵀ) (= ‖M − UVᵀ‖²_F when S = I)."""
+    M, U, V, S = check_network(M, U, V, S)
+    residual = M - U @ V.T
+    return float(np.einsum("ij,jk,ik->", residual, S, residual))
+
+
+def regularizer(U, V, mask: MaskDistribution, S=None) -> float:
+    """R(U, V) = ⟨C̄, UᵀU ⊙ VᵀSV⟩ = Σᵢⱼ C̄ᵢⱼ (uᵢᵀuⱼ)(vᵢᵀSvⱼ), the general dropout regularizer."""
+    U, V, S = check_factors(U, V, S)
+    mask = _check_mask(mask, U.shape[1])
+    return float(np.sum(mask.characteristic * (U.T @ U) * (V.T @ S @ V)))
+
+
+def bernoulli_regularizer(U, V, retain: float, S=None) -> float:
+    """λ Σᵢ ‖uᵢ‖² vᵢᵀ S vᵢ with λ = (1 − θ)/θ: the regularizer of Bernoulli dropout."""
+    U, V, S = check_factors(U, V, S)
+    lam = dropout_lambda(retain)
+    return float(lam * np.sum(np.sum(U**2, axis=0) * np.einsum("ki,kl,li->i", V, S, V)))
+
+
+def dropout_lambda(retain: float) -> float:
+    """λ = (1 − θ)/θ for the retain probability θ ∈ (0, 1]."""
+    theta = check_retain(retain)
+    return (1 - theta) / theta
+
+
+def path_norm_squared(U, V) -> float:
+    """ψ₂²(U, V) = Σ over paths k → i → j (input, hidden, output) of (uⱼᵢ vₖᵢ)², summed path by path."""
+    U, V, _ = check_factors(U, V)
+    paths = U[:, :, None] * V.T[None, :, :]  # paths[j, i, k] = u_ji v_ki
+    return float(np.sum(paths**2))
+
+
+def objective(M, U, V, mask: MaskDistribution, S=None) -> float:
+    """The dropout objective in closed form: ℓ(U, V) + ⟨C̄, UᵀU ⊙ VᵀSV⟩."""
+    return expected_loss(M, U, V, S) + regularizer(U, V, mask, S)
+
+
+def enumerated_objective(M, U, V, mask: MaskDistribution, S=None) -> float:
+    """E_b tr((M − U diag(b/μ) Vᵀ) S (·)ᵀ), summed exactly over every mask pattern."""
+    M, U, V, S = check_network(M, U, V, S)
+    mask = _check_mask(mask, U.shape[1])
+    patterns, probs = mask.enumerate()
+    step = max(1, _CHUNK // M.size)
+    total = 0.0
+    for start in range(0, len(probs), step):
+        scaled = patterns[start:start + step] / mask.mean
+        residuals = M - np.einsum("ji,pi,ki->pjk", U, scaled, V)
+        losses = np.einsum("pij,jk,pik->p", residuals, S, residuals)
+        total += float(probs[start:start + step] @ losses)
+    return total
+
+
+def sampled_losses(M, U, V, x, b, mean) -> np.ndarray:
+    """Per-sample dropout losses ‖Mxₙ − U diag(bₙ/μ) Vᵀ xₙ‖², for inputs x (n, d₂) and masks b (n, r)."""
+    M, U, V, _ = check_network(M, U, V)
+    x, b = _matrix(x, "x"), _matrix(b, "b")
+    mean = np.asarray(mean, dtype=np.float64)
+    if x.shape[1] != M.shape[1] or b.shape != (x.shape[0], U.shape[1]):
+        raise ValueError(f"x must be (n, {M.shape[1]}) and b (n, {U.shape[1]}), got {x.shape} and {b.shape}")
+    if mean.shape != (U.shape[1],) or np.any(mean == 0):
+        raise ValueError(f"mean must be a non-zero vector of length {U.shape[1]}")
+    losses = np.empty(len(x))
+    for start in range(0, len(x), _CHUNK):
+        xs, bs = x[start:start + _CHUNK], b[start:start + _CHUNK]
+        residual = xs @ M.T - ((xs @ V) * (bs / mean)) @ U.T
+        losses[start:start + len(xs)] = np.sum(residual**2, axis=1)
+    return losses
+
+
+def monte_carlo_objective(M, U, V, mask: MaskDistribution, draw_inputs: Callable[[int, np.random.Generator], np.ndarray],
+                          samples: int, rng: np.random.Generator) -> StreamingMean:
+    """Mean and standard error of ‖Mx − U diag(b/μ) Vᵀx‖² over ``samples`` joint draws of an input
+    x = ``draw_inputs(n, rng)`` and an independent mask b, streamed in chunks."""
+    M, U, V, _ = check_network(M, U, V)
+    mask = _check_mask(mask, U.shape[1])
+    return streaming_mean(
+        sampled_losses(M, U, V, draw_inputs(n, rng), mask.sample(n, rng), mask.mean) for n in chunk_sizes(samples)
+    )
+
+
+def objective_gradient(M, U, V, mask: MaskDistribution, S=None) -> tuple[np.ndarray, np.ndarray]:
+    """∇f in closed form: ∇_U f = −2(M − UVᵀ)SV + 2U(C̄ ⊙ VᵀSV), ∇_V f = −2S(M − UVᵀ)ᵀU + 2SV(C̄ ⊙ UᵀU)."""
+    M, U, V, S = check_network(M, U, V, S)
+    cbar = _check_mask(mask, U.shape[1]).characteristic
+    residual = M - U @ V.T
+    grad_u = -2 * residual @ S @ V + 2 * U @ (cbar * (V.T @ S @ V))
+    grad_v = -2 * S @ residual.T @ U + 2 * S @ V @ (cbar * (U.T @ U))
+    return grad_u, grad_v
+
+
+def algorithm1_directions(U, V, x, y, b, mean) -> tuple[np.ndarray, np.ndarray]:
+    """Per-sample update directions of Algorithm 1 (what the step size η multiplies):
+
+    with e = U diag(b/μ) Vᵀx − y and h = b ⊙ Vᵀx, the direction for U is e hᵀ and for V is
+    x (b ⊙ Uᵀe)ᵀ. Shapes (n, d₁, r) and (n, d₂, r).
+    """
+    U, V, x, y, b = (_matrix(a, n) for a, n in ((U, "U"), (V, "V"), (x, "x"), (y, "y"), (b, "b")))
+    mean = np.asarray(mean, dtype=np.float64)
+    if x.shape[1] != V.shape[0] or y.shape != (x.shape[0], U.shape[0]) or b.shape != (x.shape[0], U.shape[1]):
+        raise ValueError(f"x, y, b must be (n, {V.shape[0]}), (n, {U.shape[0]}), (n, {U.shape[1]}); "
+                         f"got {x.shape}, {y.shape}, {b.shape}")
+    hidden = b * (x @ V)
+    error = (hidden / mean) @ U.T - y
+    return error[:, :, None] * hidden[:, None, :], x[:, :, None] * (b * (error @ U))[:, None, :]

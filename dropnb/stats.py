@@ -1,0 +1,70 @@
+"""Monte-Carlo estimates with standard errors, streamed in chunks, and simultaneous bounds."""
+
+from __future__ import annotations
+
+from statistics import NormalDist
+from typing import Iterable
+
+import numpy as np
+
+
+class StreamingMean:
+    """Entrywise mean and standard error of i.i.d. samples added in chunks (Chan's update).
+
+    For samples s₁…sₙ: mean = Σsₖ/n, standard error = sd/√n with sd² = Σ(sₖ − mean)²/(n − 1).
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._mean: np.ndarray | float = 0.0
+        self._m2: np.ndarray | float = 0.0
+
+    def add(self, samples) -> None:
+        """Add a chunk of samples along axis 0."""
+        samples = np.asarray(samples, dtype=np.float64)
+        if samples.ndim == 0 or len(samples) == 0:
+            raise ValueError(f"samples must be a non-empty array along axis 0, got shape {samples.shape}")
+        if not np.all(np.isfinite(samples)):
+            raise ValueError("samples must be finite")
+        n, mean = len(samples), samples.mean(axis=0)
+        m2 = ((samples - mean) ** 2).sum(axis=0)
+        total = self.count + n
+        delta = mean - self._mean
+        self._mean = self._mean + delta * n / total
+        self._m2 = self._m2 + m2 + delta**2 * self.count * n / total
+        self.count = total
+
+    @property
+    def mean(self):
+        if self.count == 0:
+            raise ValueError("no samples added")
+        return self._mean
+
+    @property
+    def standard_error(self):
+        if self.count < 2:
+            raise ValueError("a standard error needs at least two samples")
+        return np.sqrt(self._m2 / (self.count - 1) / self.count)
+
+
+def streaming_mean(chunks: Iterable) -> StreamingMean:
+    """A :class:`StreamingMean` fed with every chunk."""
+    estimate = StreamingMean()
+    for chunk in chunks:
+        estimate.add(chunk)
+    return estimate
+
+
+def chunk_sizes(total: int, chunk: int = 2**16) -> list[int]:
+    """Split ``total`` samples into chunks of at most ``chunk``."""
+    if total < 1 or chunk < 1:
+        raise ValueError(f"total and chunk must be positive, got {total} and {chunk}")
+    return [min(chunk, total - start) for start in range(0, total, chunk)]
+
+
+def simultaneous_z(count: int, level: float = 1e-6) -> float:
+    """Two-sided normal critical value for ``count`` z-scores at family-wise error ``level``
+    (Bonferroni): Φ⁻¹(1 − level/(2·count))."""
+    if count < 1 or not 0 < level < 1:
+        raise ValueError(f"count must be ≥ 1 and level in (0, 1), got {count} and {level}")
+    return NormalDist().inv_cdf(1 - level / (2 * count))

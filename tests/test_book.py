@@ -1,0 +1,61 @@
+"""The whole book builds at the quick profile with zero warnings, offline, from its records."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dropnb.notebooks import CHAPTERS, ROOT
+
+REMOTE_SCRIPT = re.compile(r"<script[^>]*\bsrc=[\"'](?:https?:)?//", re.IGNORECASE)
+REMOTE_URL_IN_INLINE_SCRIPT = re.compile(r"<script(?![^>]*\bsrc=)[^>]*>[^<]*https?://", re.IGNORECASE)
+
+
+@pytest.fixture(scope="module")
+def book(tmp_path_factory):
+    """Build the book into a scratch folder with -W; return the HTML folder."""
+    out = tmp_path_factory.mktemp("book")
+    env = dict(os.environ, DROPNB_PROFILE="quick", DROPNB_CLAIMS_DIR=str(out / "claims"))
+    jupyter_book = Path(sys.executable).with_name("jupyter-book")
+    result = subprocess.run([str(jupyter_book), "build", "-W", "-n", "--keep-going", "--path-output", str(out), str(ROOT)],
+                            env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
+    return out / "_build" / "html"
+
+
+def toc_pages():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    return [toc["root"]] + [c["file"] for part in toc["parts"] for c in part["chapters"]]
+
+
+def test_every_page_of_the_toc_is_built(book):
+    for page in toc_pages():
+        assert (book / f"{page}.html").is_file(), page
+
+
+def test_no_page_references_a_remote_script(book):
+    for page in book.rglob("*.html"):
+        text = page.read_text()
+        assert not REMOTE_SCRIPT.search(text), page
+        assert not REMOTE_URL_IN_INLINE_SCRIPT.search(text), page
+    assert (book / "_static" / "mathjax" / "tex-chtml.js").is_file()
+
+
+def test_verification_page_lists_every_claim(book):
+    text = (book / "chapters" / "verification.html").read_text()
+    ledger = json.loads((CHAPTERS / "ledger.json").read_text())
+    for ids in ledger.values():
+        for claim_id in ids:
+            assert claim_id in text, claim_id
+    assert "FAIL" not in text
+
+
+def test_chapters_offer_their_executed_notebook(book):
+    for chapter in json.loads((CHAPTERS / "ledger.json").read_text()):
+        assert (book / "_sources" / "chapters" / f"{chapter}.ipynb").is_file()
+        assert f"_sources/chapters/{chapter}.ipynb" in (book / "chapters" / f"{chapter}.html").read_text()

@@ -1,0 +1,305 @@
+"""Dropout masks: moments against brute force and closed forms, sampling, input checks."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dropnb.claims import roundoff_tolerance
+from dropnb.masks import Bernoulli, Blocks, Finite, MaskDistribution
+
+FAST = settings(max_examples=25, deadline=None, database=None)
+retains = st.floats(min_value=0.01, max_value=1.0)
+widths = st.integers(min_value=1, max_value=8)
+
+FINITE_PATTERNS = [[1.0, 0.0, 2.0], [0.0, 1.0, 1.0], [1.0, 1.0, 0.0], [0.5, 0.0, 1.0]]
+FINITE_PROBS = [0.4, 0.3, 0.2, 0.1]
+
+EXAMPLES = {
+    "bernoulli": lambda: Bernoulli(6, 0.3),
+    "bernoulli-keep-all": lambda: Bernoulli(4, 1.0),
+    "blocks": lambda: Blocks(6, 3, 0.6),
+    "blocks-singletons": lambda: Blocks(5, 1, 0.8),
+    "finite": lambda: Finite(FINITE_PATTERNS, FINITE_PROBS),
+}
+
+
+def random_finite(seed: int, width: int) -> Finite:
+    """A Finite mask on 1..6 non-negative patterns, every unit kept with positive probability."""
+    rng = np.random.default_rng(seed)
+    count = int(rng.integers(1, 7))
+    patterns = rng.choice([0.0, 0.5, 1.0, 2.0], size=(count, width))
+    patterns[0] = 1.0
+    probs = rng.random(count) + 0.05
+    return Finite(patterns, probs / probs.sum())
+
+
+def brute_force_moments(mask: MaskDistribution):
+    """Mean, E[bbᵀ] and E[(b/μ)(b/μ)ᵀ] − 𝟙𝟙ᵀ by looping over the enumerated patterns."""
+    patterns, probs = mask.enumerate()
+    mean = np.zeros(mask.width)
+    second = np.zeros((mask.width, mask.width))
+    for pattern, prob in zip(patterns, probs):
+        mean += prob * pattern
+        second += prob * np.outer(pattern, pattern)
+    scaled_second = np.zeros_like(second)
+    for pattern, prob in zip(patterns, probs):
+        scaled = pattern / mean
+        scaled_second += prob * np.outer(scaled, scaled)
+    return mean, second, scaled_second - 1.0
+
+
+def assert_moments_match_enumeration(mask: MaskDistribution) -> None:
+    patterns, probs = mask.enumerate()
+    mean, second, characteristic = brute_force_moments(mask)
+    # Every brute-force entry is a sum of K non-negative terms (patterns and probabilities are
+    # non-negative), each a product of at most width + 4 rounded factors, so its relative error
+    # is at most γ_{K + width + 4}; the library's own computation is bounded the same way. The
+    # factor 2 covers both sides.
+    gamma = 2 * roundoff_tolerance(len(probs) + mask.width + 4)
+    np.testing.assert_allclose(mask.mean, mean, rtol=gamma, atol=0)
+    np.testing.assert_allclose(mask.second_moment, second, rtol=gamma, atol=0)
+    # Covariance and C̄ are differences, so their error is absolute: γ times the size of what is
+    # subtracted (E[bbᵀ] and μμᵀ, resp. E[(b/μ)(b/μ)ᵀ] and 1; dividing by μμᵀ adds one rounding).
+    np.testing.assert_allclose(mask.covariance, second - np.outer(mean, mean), rtol=0,
+                               atol=gamma * 2 * second.max())
+    np.testing.assert_allclose(mask.characteristic, characteristic, rtol=0,
+                               atol=gamma * 2 * (characteristic.max() + 1))
+
+
+# --- moments --------------------------------------------------------------------------------------
+
+
+@FAST
+@given(width=widths, retain=retains)
+def test_bernoulli_moments_match_enumeration(width, retain):
+    assert_moments_match_enumeration(Bernoulli(width, retain))
+
+
+@FAST
+@given(blocks=st.integers(1, 4), block_size=st.integers(1, 3), retain=retains)
+def test_blocks_moments_match_enumeration(blocks, block_size, retain):
+    assert_moments_match_enumeration(Blocks(blocks * block_size, block_size, retain))
+
+
+@FAST
+@given(seed=st.integers(0, 2**32 - 1), width=widths)
+def test_finite_moments_match_enumeration(seed, width):
+    assert_moments_match_enumeration(random_finite(seed, width))
+
+
+@FAST
+@given(width=widths, retain=retains)
+def test_bernoulli_closed_forms(width, retain):
+    mask = Bernoulli(width, retain)
+    lam = (1 - retain) / retain
+    # A handful of rounded operations per entry; C̄ = (E[b²] − θ²)/θ² is a difference of
+    # numbers of size θ divided by θ², so its absolute error is at most γ₈/θ.
+    gamma = roundoff_tolerance(8)
+    np.testing.assert_allclose(mask.mean, np.full(width, retain), rtol=gamma)
+    expected_second = np.full((width, width), retain * retain)
+    np.fill_diagonal(expected_second, retain)
+    np.testing.assert_allclose(mask.second_moment, expected_second, rtol=gamma)
+    np.testing.assert_allclose(mask.characteristic, lam * np.eye(width), rtol=0, atol=gamma / retain)
+
+
+@FAST
+@given(blocks=st.integers(1, 4), block_size=st.integers(1, 3), retain=retains)
+def test_blocks_closed_forms(blocks, block_size, retain):
+    width = blocks * block_size
+    mask = Blocks(width, block_size, retain)
+    lam = (1 - retain) / retain
+    same_block = np.array([[i // block_size == j // block_size for j in range(width)] for i in range(width)])
+    gamma = roundoff_tolerance(8)  # as for Bernoulli: a few operations per entry, C̄ error ≤ γ/θ
+    np.testing.assert_allclose(mask.mean, np.full(width, retain), rtol=gamma)
+    np.testing.assert_allclose(mask.second_moment, np.where(same_block, retain, retain * retain), rtol=gamma)
+    np.testing.assert_allclose(mask.characteristic, np.where(same_block, lam, 0.0), rtol=0, atol=gamma / retain)
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_probabilities_sum_to_one(name):
+    mask = EXAMPLES[name]()
+    patterns, probs = mask.enumerate()
+    assert patterns.shape == (mask.support_size(), mask.width)
+    assert np.all(probs >= 0)
+    # A sum of K ≤ 64 non-negative terms, each correct to a few roundings: error ≤ γ_{K+width+4}.
+    assert math.isclose(probs.sum(), 1.0, rel_tol=roundoff_tolerance(len(probs) + mask.width + 4))
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_enumerated_patterns_are_distinct(name):
+    patterns, _ = EXAMPLES[name]().enumerate()
+    assert len(np.unique(patterns, axis=0)) == len(patterns)
+
+
+def test_blocks_patterns_expand_bernoulli_blocks():
+    patterns, probs = Blocks(6, 2, 0.3).enumerate()
+    block_patterns, block_probs = Bernoulli(3, 0.3).enumerate()
+    np.testing.assert_array_equal(patterns[:, ::2], block_patterns)
+    np.testing.assert_array_equal(patterns[:, 1::2], block_patterns)
+    np.testing.assert_array_equal(probs, block_probs)
+
+
+# --- sampling -------------------------------------------------------------------------------------
+
+
+def sample_numpy(mask, shape, seed=0):
+    return mask.sample(shape, np.random.default_rng(seed))
+
+
+def sample_torch(mask, shape, seed=0, dtype=torch.float64):
+    return mask.sample_torch(shape, torch.Generator().manual_seed(seed), dtype).numpy()
+
+
+SAMPLERS = {"numpy": sample_numpy, "torch": sample_torch}
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+@pytest.mark.parametrize("name", EXAMPLES)
+@pytest.mark.parametrize("shape, expected", [(7, (7,)), ((3, 5), (3, 5)), ((), ()), (0, (0,))])
+def test_sample_shape(sampler, name, shape, expected):
+    mask = EXAMPLES[name]()
+    samples = SAMPLERS[sampler](mask, shape)
+    assert samples.shape == (*expected, mask.width)
+    assert samples.dtype == np.float64
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_sample_torch_honours_dtype(name):
+    samples = EXAMPLES[name]().sample_torch((2, 3), torch.Generator().manual_seed(0), torch.float32)
+    assert samples.dtype == torch.float32
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_sample_mean_within_five_standard_errors(sampler, name):
+    mask = EXAMPLES[name]()
+    n = 20_000
+    samples = SAMPLERS[sampler](mask, n, seed=1)
+    mean, second, _ = brute_force_moments(mask)
+    # The sample mean of unit i has standard error sqrt(Var(bᵢ)/n) with Var(bᵢ) = E[bᵢ²] − μᵢ²;
+    # 5 standard errors are exceeded with probability < 6e-7 per unit (normal approximation).
+    standard_error = np.sqrt((np.diag(second) - mean**2).clip(min=0) / n)
+    assert np.all(np.abs(samples.mean(axis=0) - mean) <= 5 * standard_error)
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_sample_keeps_everything_when_retain_is_one(sampler):
+    assert np.all(SAMPLERS[sampler](Bernoulli(5, 1.0), 100) == 1.0)
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+@pytest.mark.parametrize("name", ["bernoulli", "blocks", "blocks-singletons"])
+def test_binary_masks_sample_zeros_and_ones(sampler, name):
+    samples = SAMPLERS[sampler](EXAMPLES[name](), 500)
+    assert set(np.unique(samples)) <= {0.0, 1.0}
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+@pytest.mark.parametrize("width, block_size", [(6, 3), (8, 2), (6, 6)])
+def test_blocks_samples_are_constant_within_blocks(sampler, width, block_size):
+    samples = SAMPLERS[sampler](Blocks(width, block_size, 0.5), (40, 3))
+    blocks = samples.reshape(40, 3, width // block_size, block_size)
+    assert np.all(blocks == blocks[..., :1])
+    assert 0 < samples.mean() < 1  # both values occur, so constancy is not trivial
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_finite_samples_come_from_the_support(sampler):
+    mask = Finite(FINITE_PATTERNS, FINITE_PROBS)
+    samples = SAMPLERS[sampler](mask, (50, 4)).reshape(-1, mask.width)
+    support = {tuple(p) for p in FINITE_PATTERNS}
+    assert {tuple(s) for s in samples} <= support
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_finite_pattern_frequencies_within_five_standard_errors(sampler):
+    mask = Finite(FINITE_PATTERNS, FINITE_PROBS)
+    n = 20_000
+    samples = SAMPLERS[sampler](mask, n, seed=2)
+    counts = np.array([np.all(samples == p, axis=1).sum() for p in np.asarray(FINITE_PATTERNS)])
+    probs = np.asarray(FINITE_PROBS)
+    # Each count is Binomial(n, p): standard error of the frequency sqrt(p(1 − p)/n).
+    assert np.all(np.abs(counts / n - probs) <= 5 * np.sqrt(probs * (1 - probs) / n))
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_sampling_is_reproducible(sampler, name):
+    mask = EXAMPLES[name]()
+    np.testing.assert_array_equal(SAMPLERS[sampler](mask, 50, seed=3), SAMPLERS[sampler](mask, 50, seed=3))
+
+
+# --- bad input ------------------------------------------------------------------------------------
+
+BAD_RETAIN = [0, -0.1, 1.5, float("nan"), "a", None]
+BAD_WIDTH = [0, -3, 2.0, "4", True, None]
+
+
+@pytest.mark.parametrize("retain", BAD_RETAIN)
+@pytest.mark.parametrize("make", [lambda t: Bernoulli(4, t), lambda t: Blocks(4, 2, t)], ids=["bernoulli", "blocks"])
+def test_bad_retain_raises(make, retain):
+    with pytest.raises(ValueError, match="^retain must"):
+        make(retain)
+
+
+@pytest.mark.parametrize("width", BAD_WIDTH)
+@pytest.mark.parametrize("make", [lambda w: Bernoulli(w, 0.5), lambda w: Blocks(w, 1, 0.5)], ids=["bernoulli", "blocks"])
+def test_bad_width_raises(make, width):
+    with pytest.raises(ValueError, match="^width must"):
+        make(width)
+
+
+@pytest.mark.parametrize("block_size", [0, -2, 1.0, True, 4, 7])
+def test_bad_block_size_raises(block_size):
+    with pytest.raises(ValueError, match="^block_size must"):
+        Blocks(6, block_size, 0.5)
+
+
+def test_numpy_integer_width_is_accepted():
+    assert Bernoulli(np.int64(3), 0.5).width == 3
+
+
+@pytest.mark.parametrize("probs", [[0.5, 0.4], [0.6, 0.6], [1.5, -0.5], [-0.1, 1.1], [0.5, float("nan")]])
+def test_finite_bad_probs_raise(probs):
+    with pytest.raises(ValueError, match="probs must"):
+        Finite([[1.0, 0.0], [0.0, 1.0]], probs)
+
+
+@pytest.mark.parametrize("probs", [[1.0], [0.2, 0.3, 0.5], [[0.5, 0.5]]])
+def test_finite_probs_of_wrong_shape_raise(probs):
+    with pytest.raises(ValueError, match="probs must"):
+        Finite([[1.0, 0.0], [0.0, 1.0]], probs)
+
+
+@pytest.mark.parametrize("patterns", [[1.0, 1.0], [[[1.0]], [[1.0]]], np.zeros((2, 0))])
+def test_finite_patterns_of_wrong_shape_raise(patterns):
+    with pytest.raises(ValueError, match="^patterns"):
+        Finite(patterns, [0.5, 0.5])
+
+
+@pytest.mark.parametrize("patterns", [[[1.0, 0.0], [1.0, 0.0]], [[1.0, 1.0], [1.0, -1.0]]])
+def test_finite_zero_mean_unit_raises(patterns):
+    with pytest.raises(ValueError, match="^patterns"):
+        Finite(patterns, [0.5, 0.5])
+
+
+def test_finite_non_finite_patterns_raise():
+    with pytest.raises(ValueError, match="^patterns"):
+        Finite([[1.0, np.inf], [1.0, 1.0]], [0.5, 0.5])
+
+
+@pytest.mark.parametrize("mask", [Bernoulli(20, 0.5), Blocks(40, 2, 0.5)], ids=repr)
+def test_enumerating_a_too_wide_mask_raises(mask):
+    with pytest.raises(ValueError, match="width"):
+        mask.enumerate()
+
+
+@pytest.mark.parametrize("shape", [-1, (2, -1), (2.0,), (True,)])
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_bad_sample_shape_raises(sampler, shape):
+    with pytest.raises(ValueError, match="^shape must"):
+        SAMPLERS[sampler](Bernoulli(3, 0.5), shape)

@@ -1,0 +1,211 @@
+"""Algorithm 1 (dropout SGD, batched over runs) and its checkpoints."""
+
+import numpy as np
+import pytest
+import torch
+
+from dropnb import linear
+from dropnb.claims import roundoff_tolerance
+from dropnb.masks import Bernoulli, Blocks, Finite
+from dropnb.training import Trajectory, algorithm1, log_checkpoints
+
+D1, D2, R = 2, 3, 4
+
+
+def problem(runs: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    M = rng.standard_normal((D1, D2))
+    U0 = np.broadcast_to(rng.standard_normal((D1, R)), (runs, D1, R)).copy()
+    V0 = np.broadcast_to(rng.standard_normal((D2, R)), (runs, D2, R)).copy()
+    return M, U0, V0
+
+
+def run(M, U0, V0, mask=None, lr=0.01, steps=10, seed=0, **kwargs) -> Trajectory:
+    mask = Bernoulli(R, 0.5) if mask is None else mask
+    return algorithm1(M, U0, V0, mask, lr, steps, torch.Generator().manual_seed(seed), progress=False, **kwargs)
+
+
+# --- checkpoints ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("steps, count", [(1, 2), (10, 5), (100, 40), (5000, 40), (20, 40)])
+def test_log_checkpoints_include_ends_and_increase(steps, count):
+    points = log_checkpoints(steps, count)
+    assert points[0] == 0 and points[-1] == steps
+    assert np.all(np.diff(points) > 0)
+    assert len(points) <= count
+
+
+def test_log_checkpoints_are_log_spaced():
+    points = log_checkpoints(10**6, 14)  # 0 and 13 points from 10⁰ to 10⁶, half a decade apart
+    assert list(points) == [0] + [round(10 ** (k / 2)) for k in range(13)]
+
+
+@pytest.mark.parametrize("steps, count", [(0, 5), (-1, 5), (10, 1), (10, 0)])
+def test_log_checkpoints_bad_input_raises(steps, count):
+    with pytest.raises(ValueError, match="steps|count"):
+        log_checkpoints(steps, count)
+
+
+# --- the trajectory -------------------------------------------------------------------------------
+
+
+def test_trajectory_shapes():
+    M, U0, V0 = problem(runs=3)
+    trajectory = run(M, U0, V0, steps=20)
+    checkpoints = log_checkpoints(20, 40)
+    assert trajectory.losses.shape == (3, 20)
+    np.testing.assert_array_equal(trajectory.steps, checkpoints)
+    assert trajectory.U.shape == (len(checkpoints), 3, D1, R)
+    assert trajectory.V.shape == (len(checkpoints), 3, D2, R)
+    assert all(a.dtype == np.float64 for a in (trajectory.losses, trajectory.U, trajectory.V))
+
+
+def test_first_checkpoint_is_the_initialization():
+    M, U0, V0 = problem(runs=2)
+    trajectory = run(M, U0, V0)
+    np.testing.assert_array_equal(trajectory.U[0], U0)
+    np.testing.assert_array_equal(trajectory.V[0], V0)
+
+
+def test_explicit_checkpoints_are_sorted():
+    M, U0, V0 = problem(runs=2)
+    trajectory = run(M, U0, V0, steps=6, checkpoints=np.array([6, 0, 3]))
+    np.testing.assert_array_equal(trajectory.steps, [0, 3, 6])
+    assert trajectory.U.shape[0] == 3
+
+
+def test_repeated_checkpoints_keep_steps_and_snapshots_aligned():
+    M, U0, V0 = problem(runs=2)
+    trajectory = run(M, U0, V0, steps=6, checkpoints=np.array([0, 3, 3, 6]))
+    assert len(trajectory.steps) == len(trajectory.U) == len(trajectory.V)
+
+
+def test_input_arguments_are_not_modified():
+    M, U0, V0 = problem(runs=2)
+    copies = M.copy(), U0.copy(), V0.copy()
+    run(M, U0, V0)
+    for original, copy in zip((M, U0, V0), copies):
+        np.testing.assert_array_equal(original, copy)
+
+
+def test_same_seed_same_trajectory():
+    M, U0, V0 = problem(runs=3)
+    first, second = run(M, U0, V0, seed=7), run(M, U0, V0, seed=7)
+    for name in ("losses", "steps", "U", "V"):
+        np.testing.assert_array_equal(getattr(first, name), getattr(second, name))
+
+
+def test_different_seed_different_trajectory():
+    M, U0, V0 = problem(runs=3)
+    assert not np.array_equal(run(M, U0, V0, seed=7).losses, run(M, U0, V0, seed=8).losses)
+
+
+def test_runs_are_independent():
+    M, U0, V0 = problem(runs=2)  # identical starting points, different draws
+    trajectory = run(M, U0, V0)
+    assert not np.array_equal(trajectory.losses[0], trajectory.losses[1])
+
+
+def test_tiny_learning_rate_barely_moves_the_weights():
+    M, U0, V0 = problem(runs=2)
+    lr, steps = 1e-12, 5
+    trajectory = run(M, U0, V0, lr=lr, steps=steps)
+    # Each step moves U by lr·e hᵀ; with unit-scale weights and 3-d Gaussian inputs |e| and |h|
+    # are O(10) and exceed 400 only with negligible probability, so five steps move U by less than
+    # lr·steps·400² < 1e-6. Not moving at all would mean the update was skipped.
+    change = np.abs(trajectory.U[-1] - U0).max()
+    assert 0 < change < 1e-6
+
+
+def test_each_step_follows_algorithm1_directions():
+    """Replay the documented draws (x = Az, then b, each step) and redo every step in numpy."""
+    runs, steps, lr = 3, 4, 0.05
+    M, U0, V0 = problem(runs, seed=1)
+    A = np.array([[1.0, 0.0, 0.0], [0.5, 2.0, 0.0], [0.0, -1.0, 0.5]])
+    mask = Blocks(R, 2, 0.7)
+    trajectory = run(M, U0, V0, mask=mask, lr=lr, steps=steps, seed=3, input_factor=A,
+                     checkpoints=np.arange(steps + 1))
+    generator = torch.Generator().manual_seed(3)
+    # Roundoff, entrywise: e = U diag(b/μ) Vᵀx − Mx and h = b ⊙ Vᵀx are bounded by
+    # E = |U| H/μ + |M||x| and H = |b| ⊙ |V|ᵀ|x|; every term passes through at most
+    # 3d₂ + r + d₁ + 10 roundings (x = Az, y = Mx, Vᵀx, U·, the updates), on each side.
+    gamma = 2 * roundoff_tolerance(3 * D2 + R + D1 + 10)
+    for t in range(steps):
+        x = (torch.randn((runs, D2), generator=generator, dtype=torch.float64) @ torch.tensor(A).T).numpy()
+        b = mask.sample_torch(runs, generator, torch.float64).numpy()
+        for n in range(runs):
+            U, V = trajectory.U[t, n], trajectory.V[t, n]
+            xn, bn = x[n:n + 1], b[n:n + 1]
+            H = np.abs(bn[0]) * (np.abs(V).T @ np.abs(xn[0]))
+            E = np.abs(U) @ (H / mask.mean) + np.abs(M) @ np.abs(xn[0])
+            loss = linear.sampled_losses(M, U, V, xn, bn, mask.mean)[0]
+            assert abs(trajectory.losses[n, t] - loss) <= 2 * gamma * np.sum(E**2)
+            dir_u, dir_v = linear.algorithm1_directions(U, V, xn, xn @ M.T, bn, mask.mean)
+            bound_u = gamma * (np.abs(U) + lr * np.outer(E, H))
+            bound_v = gamma * (np.abs(V) + lr * np.outer(np.abs(xn[0]), np.abs(bn[0]) * (np.abs(U).T @ E)))
+            assert np.all(np.abs(trajectory.U[t + 1, n] - (U - lr * dir_u[0])) <= bound_u)
+            assert np.all(np.abs(trajectory.V[t + 1, n] - (V - lr * dir_v[0])) <= bound_v)
+
+
+# --- statistics over many runs --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def many_runs():
+    """One step of 20 000 independent runs from the same point, with correlated inputs."""
+    M, U0, V0 = problem(runs=20_000, seed=2)
+    A = np.array([[1.0, 0.0, 0.0], [0.5, 1.0, 0.0], [0.0, -0.5, 0.8]])
+    mask = Finite([[1.0, 1.0, 0.0, 0.0], [0.0, 1.0, 1.0, 1.0], [1.0, 0.0, 1.0, 1.0]], [0.5, 0.3, 0.2])
+    lr = 0.01
+    trajectory = run(M, U0, V0, mask=mask, lr=lr, steps=1, seed=4, input_factor=A)
+    return M, U0[0], V0[0], A @ A.T, mask, lr, trajectory
+
+
+def test_first_losses_average_to_objective(many_runs):
+    M, U, V, S, mask, _, trajectory = many_runs
+    losses = trajectory.losses[:, 0]
+    # Independent runs: the mean is within 5 standard errors with probability > 1 − 6e-7.
+    standard_error = losses.std(ddof=1) / np.sqrt(len(losses))
+    assert abs(losses.mean() - linear.objective(M, U, V, mask, S)) <= 5 * standard_error
+
+
+def test_first_step_averages_to_scaled_gradient(many_runs):
+    M, U, V, S, mask, lr, trajectory = many_runs
+    grad_u, grad_v = linear.objective_gradient(M, U, V, mask, S)
+    # E[e hᵀ] = ½ ∇_U f diag(μ) and E[x (b ⊙ Uᵀe)ᵀ] = ½ ∇_V f diag(μ); entrywise within 5 standard
+    # errors of the mean over runs (20 entries, each exceeded with probability < 6e-7).
+    for snapshots, gradient in ((trajectory.U, grad_u), (trajectory.V, grad_v)):
+        directions = (snapshots[0] - snapshots[-1]) / lr
+        standard_error = directions.std(axis=0, ddof=1) / np.sqrt(len(directions))
+        assert np.all(np.abs(directions.mean(axis=0) - gradient * mask.mean / 2) <= 5 * standard_error)
+
+
+# --- bad input ------------------------------------------------------------------------------------
+
+_M, _U0, _V0 = problem(runs=2)
+
+BAD_CALLS = {
+    "U0 2-d": (dict(U0=_U0[0]), "U0"),
+    "runs differ": (dict(V0=_V0[:1]), "U0"),
+    "widths differ": (dict(V0=_V0[:, :, :2]), "U0"),
+    "U0 rows": (dict(U0=_U0[:, :1]), "U0"),
+    "V0 rows": (dict(V0=_V0[:, :2]), "V0"),
+    "mask width": (dict(mask=Bernoulli(R + 1, 0.5)), "mask"),
+    "lr zero": (dict(lr=0.0), "lr"),
+    "lr negative": (dict(lr=-0.1), "lr"),
+    "lr nan": (dict(lr=float("nan")), "lr"),
+    "lr inf": (dict(lr=float("inf")), "lr"),
+    "steps zero": (dict(steps=0), "steps"),
+    "steps float": (dict(steps=2.5), "steps"),
+    "checkpoint negative": (dict(checkpoints=np.array([-1, 5])), "checkpoints"),
+    "checkpoint too late": (dict(checkpoints=np.array([0, 11])), "checkpoints"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_CALLS)
+def test_bad_input_raises_naming_the_argument(case):
+    changes, name = BAD_CALLS[case]
+    arguments = dict(M=_M, U0=_U0, V0=_V0, mask=Bernoulli(R, 0.5), lr=0.01, steps=10) | changes
+    with pytest.raises(ValueError, match=name):
+        algorithm1(**arguments, generator=torch.Generator().manual_seed(0), progress=False)
