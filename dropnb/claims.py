@@ -20,7 +20,7 @@ import math
 import os
 import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -101,7 +101,6 @@ class Record:
     device: str
     printed: str | None = None
     printed_target: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def line(self) -> str:
         """The printed one-line summary."""
@@ -147,7 +146,6 @@ class Claims:
         basis: str,
         comparison: str = "close",
         seconds: float | None = None,
-        **extra: Any,
     ) -> Record:
         """Record ``measured`` against ``target``; raise :class:`ClaimFailed` if it does not hold."""
         measured, target, tolerance = self._check_numbers(measured, target, tolerance)
@@ -156,7 +154,7 @@ class Claims:
             Record(id=self._new_id(id), chapter=self.chapter, kind="claim", source=source,
                    statement=statement, measured=measured, target=target, comparison=comparison,
                    tolerance=tolerance, basis=basis, passed=passed, profile=self.profile,
-                   seconds=self._seconds(seconds), device=self.device, extra=extra)
+                   seconds=self._seconds(seconds), device=self.device)
         )
 
     def erratum(
@@ -172,7 +170,6 @@ class Claims:
         tolerance: float,
         basis: str,
         seconds: float | None = None,
-        **extra: Any,
     ) -> Record:
         """Record a correction: ``measured`` must miss ``printed_target`` and match ``corrected_target``.
 
@@ -188,7 +185,7 @@ class Claims:
                    statement=corrected, measured=measured, target=corrected_target, comparison="close",
                    tolerance=tolerance, basis=basis, passed=passed, profile=self.profile,
                    seconds=self._seconds(seconds), device=self.device, printed=printed,
-                   printed_target=printed_target, extra=extra)
+                   printed_target=printed_target)
         )
 
     def table(self):
@@ -267,15 +264,21 @@ def format_value(value: float) -> str:
     return f"{value:.3g}" if 1e-3 <= magnitude < 1e4 else f"{value:.2e}"
 
 
+def table_cell(text: str) -> str:
+    """Text made safe for a Markdown table cell (pipes escaped; LaTeX's \\| survives the table parser)."""
+    return text.replace("|", "\\|")
+
+
 def markdown_table(records: Iterable[Record | dict]) -> str:
     """A Markdown table of records: id, statement, measured, target, tolerance and verdict."""
     rows = ["| claim | statement | measured | target | tolerance | result |", "|---|---|---|---|---|---|"]
     for record in records:
         r = asdict(record) if isinstance(record, Record) else record
         relation = {"close": "≈", "at_most": "≤", "at_least": "≥", "differs": "≠"}[r["comparison"]]
-        statement = r["statement"].replace("|", "\\|")
+        statement = r["statement"]
         if r["kind"] == "erratum":
             statement = f"**Erratum.** {statement} (printed: {r['printed']}, gives {format_value(r['printed_target'])})"
+        statement = table_cell(f"{statement} *[{r['source']}]*")
         rows.append(
             f"| `{r['id']}` | {statement} | {format_value(r['measured'])} | {relation} {format_value(r['target'])} "
             f"| {format_value(r['tolerance'])} | {'pass' if r['passed'] else '**FAIL**'} |"

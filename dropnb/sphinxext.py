@@ -24,7 +24,7 @@ from docutils.statemachine import StringList
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
-from .claims import CLAIMS_DIR_VARIABLE, format_value, load_records, markdown_table
+from .claims import CLAIMS_DIR_VARIABLE, format_value, load_records, markdown_table, table_cell
 
 logger = logging.getLogger(__name__)
 PACKAGES = ("numpy", "torch", "matplotlib", "jupyter-book", "sphinx", "myst-nb", "papermill")
@@ -93,7 +93,7 @@ class ClaimsReport(SphinxDirective):
             for r in records.get(chapter, []):
                 if r["kind"] == "erratum":
                     rows.append(
-                        f"| `{r['id']}` | {r['source']} | {r['printed']} | {r['statement']} "
+                        f"| `{r['id']}` | {table_cell(r['source'])} | {table_cell(r['printed'])} | {table_cell(r['statement'])} "
                         f"| {format_value(r['measured'])} | {format_value(r['printed_target'])} "
                         f"| {format_value(r['target'])} | {format_value(r['tolerance'])} "
                         f"| {'corrected statement holds' if r['passed'] else '**FAIL**'} |"

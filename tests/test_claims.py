@@ -117,11 +117,6 @@ def test_seconds_default_to_elapsed_time(book):
     assert claim(book).seconds >= 0
 
 
-def test_extra_fields_are_recorded(book, tmp_path):
-    claim(book, samples=1000, note="x")
-    assert lines(tmp_path / "ch1.jsonl")[0]["extra"] == {"samples": 1000, "note": "x"}
-
-
 def test_failing_claim_raises_and_is_still_recorded(book, tmp_path):
     with pytest.raises(ClaimFailed, match="ch1.a"):
         claim(book, measured=2.0, target=1.0, tolerance=0.5)

@@ -7,6 +7,7 @@ import torch
 from dropnb import linear
 from dropnb.claims import roundoff_tolerance
 from dropnb.masks import Bernoulli, Blocks, Finite
+from helpers import random_finite
 
 D1, D2 = 3, 4
 
@@ -20,15 +21,6 @@ def network(seed: int, width: int, d1: int = D1, d2: int = D2):
     A = rng.standard_normal((d2, d2 + 1)) / np.sqrt(d2)
     S = A @ A.T
     return M, U, V, (S + S.T) / 2
-
-
-def random_finite(seed: int, width: int) -> Finite:
-    rng = np.random.default_rng(seed)
-    count = int(rng.integers(2, 9))
-    patterns = rng.choice([0.0, 0.5, 1.0, 2.0], size=(count, width))
-    patterns[0] = 1.0
-    probs = rng.random(count) + 0.05
-    return Finite(patterns, probs / probs.sum())
 
 
 def blocks(width: int, retain: float) -> Blocks:

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from dropnb.claims import roundoff_tolerance
 from dropnb.masks import Bernoulli, Blocks, Finite, MaskDistribution
+from helpers import random_finite
 
 FAST = settings(max_examples=25, deadline=None, database=None)
 retains = st.floats(min_value=0.01, max_value=1.0)
@@ -25,16 +26,6 @@ EXAMPLES = {
     "blocks-singletons": lambda: Blocks(5, 1, 0.8),
     "finite": lambda: Finite(FINITE_PATTERNS, FINITE_PROBS),
 }
-
-
-def random_finite(seed: int, width: int) -> Finite:
-    """A Finite mask on 1..6 non-negative patterns, every unit kept with positive probability."""
-    rng = np.random.default_rng(seed)
-    count = int(rng.integers(1, 7))
-    patterns = rng.choice([0.0, 0.5, 1.0, 2.0], size=(count, width))
-    patterns[0] = 1.0
-    probs = rng.random(count) + 0.05
-    return Finite(patterns, probs / probs.sum())
 
 
 def brute_force_moments(mask: MaskDistribution):
