@@ -102,6 +102,9 @@ class Record:
     printed: str | None = None
     printed_target: float | None = None
 
+    def _ipython_display_(self) -> None:
+        """Show nothing when a cell ends with a claim: its line is already printed."""
+
     def line(self) -> str:
         """The printed one-line summary."""
         verdict = "PASS" if self.passed else "FAIL"

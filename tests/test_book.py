@@ -55,6 +55,11 @@ def test_verification_page_lists_every_claim(book):
     assert "FAIL" not in text
 
 
+def test_chapters_show_no_raw_records(book):
+    for chapter in json.loads((CHAPTERS / "ledger.json").read_text()):
+        assert "Record(" not in (book / "chapters" / f"{chapter}.html").read_text()
+
+
 def test_chapters_offer_their_executed_notebook(book):
     for chapter in json.loads((CHAPTERS / "ledger.json").read_text()):
         assert (book / "_sources" / "chapters" / f"{chapter}.ipynb").is_file()
