@@ -35,6 +35,7 @@ COMPARISONS = {
     "at_least": "measured ≥ target − tolerance",
     "differs": "|measured − target| > tolerance",
 }
+RELATIONS = {"close": "≈", "at_most": "≤", "at_least": "≥", "differs": "≠"}
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 UNIT_ROUNDOFF = float(np.finfo(np.float64).eps) / 2
 
@@ -108,7 +109,7 @@ class Record:
     def line(self) -> str:
         """The printed one-line summary."""
         verdict = "PASS" if self.passed else "FAIL"
-        relation = {"close": "≈", "at_most": "≤", "at_least": "≥", "differs": "≠"}[self.comparison]
+        relation = RELATIONS[self.comparison]
         text = (
             f"{verdict} {self.id}: {self.statement} — measured {self.measured:.6g} "
             f"{relation} {self.target:.6g} (tolerance {self.tolerance:.2g}: {self.basis}) [{self.source}]"
@@ -277,7 +278,7 @@ def markdown_table(records: Iterable[Record | dict]) -> str:
     rows = ["| claim | statement | measured | target | tolerance | result |", "|---|---|---|---|---|---|"]
     for record in records:
         r = asdict(record) if isinstance(record, Record) else record
-        relation = {"close": "≈", "at_most": "≤", "at_least": "≥", "differs": "≠"}[r["comparison"]]
+        relation = RELATIONS[r["comparison"]]
         statement = r["statement"]
         if r["kind"] == "erratum":
             statement = f"**Erratum.** {statement} (printed: {r['printed']}, gives {format_value(r['printed_target'])})"
