@@ -2,8 +2,11 @@
 
 Modules by concept: :mod:`~dropnb.config` (profile, seeds, device), :mod:`~dropnb.claims`
 (claims and errata), :mod:`~dropnb.masks` (dropout masks and their moments),
-:mod:`~dropnb.linear` (the shallow linear network with dropout), :mod:`~dropnb.training`
-(batched dropout SGD), :mod:`~dropnb.plotting` (figure style).
+:mod:`~dropnb.linear` (the shallow linear network with dropout), :mod:`~dropnb.equalizer`
+(equalizers and equalized factorizations), :mod:`~dropnb.shrinkage` (the closed-form global
+optimum), :mod:`~dropnb.training` (batched dropout SGD and gradient descent),
+:mod:`~dropnb.optimize` (L-BFGS with error certificates), :mod:`~dropnb.stats`,
+:mod:`~dropnb.data`, :mod:`~dropnb.plotting` (figure style).
 """
 
 from __future__ import annotations

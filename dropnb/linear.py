@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
+import torch
 
 from .masks import MaskDistribution, check_retain
 from .stats import StreamingMean, chunk_sizes, streaming_mean
@@ -25,7 +26,8 @@ from .stats import StreamingMean, chunk_sizes, streaming_mean
 _CHUNK = 65536
 
 
-def _matrix(value, name: str, ndim: int = 2) -> np.ndarray:
+def check_matrix(value, name: str, ndim: int = 2) -> np.ndarray:
+    """``value`` as a finite float64 array with ``ndim`` dimensions; ValueError naming ``name`` otherwise."""
     array = np.asarray(value, dtype=np.float64)
     if array.ndim != ndim:
         raise ValueError(f"{name} must be a {ndim}-d array, got shape {array.shape}")
@@ -36,11 +38,11 @@ def _matrix(value, name: str, ndim: int = 2) -> np.ndarray:
 
 def check_factors(U, V, S=None):
     """Validate the factors and the input second moment; return float64 (U, V, S), S = I if omitted."""
-    U, V = _matrix(U, "U"), _matrix(V, "V")
+    U, V = check_matrix(U, "U"), check_matrix(V, "V")
     if U.shape[1] != V.shape[1]:
         raise ValueError(f"U and V must have the same number of columns (width r), got {U.shape} and {V.shape}")
     d2 = V.shape[0]
-    S = np.eye(d2) if S is None else _matrix(S, "S")
+    S = np.eye(d2) if S is None else check_matrix(S, "S")
     if S.shape != (d2, d2):
         raise ValueError(f"S must be {d2}×{d2} to match V {V.shape}, got {S.shape}")
     if not np.allclose(S, S.T, rtol=0, atol=1e-12 * max(1.0, np.abs(S).max())):
@@ -50,7 +52,7 @@ def check_factors(U, V, S=None):
 
 def check_network(M, U, V, S=None):
     """Validate shapes and values; return float64 arrays (M, U, V, S) with S = I if omitted."""
-    M = _matrix(M, "M")
+    M = check_matrix(M, "M")
     U, V, S = check_factors(U, V, S)
     if U.shape[0] != M.shape[0]:
         raise ValueError(f"U must have {M.shape[0]} rows to match M {M.shape}, got {U.shape}")
@@ -124,7 +126,7 @@ def enumerated_objective(M, U, V, mask: MaskDistribution, S=None) -> float:
 def sampled_losses(M, U, V, x, b, mean) -> np.ndarray:
     """Per-sample dropout losses ‖Mxₙ − U diag(bₙ/μ) Vᵀ xₙ‖², for inputs x (n, d₂) and masks b (n, r)."""
     M, U, V, _ = check_network(M, U, V)
-    x, b = _matrix(x, "x"), _matrix(b, "b")
+    x, b = check_matrix(x, "x"), check_matrix(b, "b")
     mean = np.asarray(mean, dtype=np.float64)
     if x.shape[1] != M.shape[1] or b.shape != (x.shape[0], U.shape[1]):
         raise ValueError(f"x must be (n, {M.shape[1]}) and b (n, {U.shape[1]}), got {x.shape} and {b.shape}")
@@ -165,7 +167,7 @@ def algorithm1_directions(U, V, x, y, b, mean) -> tuple[np.ndarray, np.ndarray]:
     with e = U diag(b/μ) Vᵀx − y and h = b ⊙ Vᵀx, the direction for U is e hᵀ and for V is
     x (b ⊙ Uᵀe)ᵀ. Shapes (n, d₁, r) and (n, d₂, r).
     """
-    U, V, x, y, b = (_matrix(a, n) for a, n in ((U, "U"), (V, "V"), (x, "x"), (y, "y"), (b, "b")))
+    U, V, x, y, b = (check_matrix(a, n) for a, n in ((U, "U"), (V, "V"), (x, "x"), (y, "y"), (b, "b")))
     mean = np.asarray(mean, dtype=np.float64)
     if x.shape[1] != V.shape[0] or y.shape != (x.shape[0], U.shape[0]) or b.shape != (x.shape[0], U.shape[1]):
         raise ValueError(f"x, y, b must be (n, {V.shape[0]}), (n, {U.shape[0]}), (n, {U.shape[1]}); "
@@ -173,3 +175,40 @@ def algorithm1_directions(U, V, x, y, b, mean) -> tuple[np.ndarray, np.ndarray]:
     hidden = b * (x @ V)
     error = (hidden / mean) @ U.T - y
     return error[:, :, None] * hidden[:, None, :], x[:, :, None] * (b * (error @ U))[:, None, :]
+
+
+def batched_objective(M: torch.Tensor, U: torch.Tensor, V: torch.Tensor, cbar: torch.Tensor,
+                      S: torch.Tensor | None = None) -> torch.Tensor:
+    """The closed-form objective in torch, over any leading batch dimensions of U (…, d₁, r) and
+    V (…, d₂, r): tr((M − UVᵀ) S (M − UVᵀ)ᵀ) + ⟨C̄, UᵀU ⊙ VᵀSV⟩ (S = I when omitted).
+    Differentiable; no validation (a building block for training metrics and optimizers)."""
+    residual = M - U @ V.transpose(-1, -2)
+    SV = V if S is None else S @ V
+    loss = (residual**2).sum((-2, -1)) if S is None else ((residual @ S) * residual).sum((-2, -1))
+    return loss + (cbar * (U.transpose(-1, -2) @ U) * (V.transpose(-1, -2) @ SV)).sum((-2, -1))
+
+
+def flat_objective(M, width: int, lam: float, tied: bool = False):
+    """f as a torch function of one flat vector, for optimizers: x = (vec U, vec V) ↦
+    ‖M − UVᵀ‖²_F + λ Σᵢ‖uᵢ‖²‖vᵢ‖², or x = vec U ↦ ‖M − UUᵀ‖²_F + λ Σᵢ‖uᵢ‖⁴ when ``tied``.
+    Returns (objective, unpack) where unpack(x) gives the numpy factors (U, V) (V = U if tied)."""
+    M = check_matrix(M, "M")
+    if tied and M.shape[0] != M.shape[1]:
+        raise ValueError(f"M must be square for the tied problem, got shape {M.shape}")
+    if isinstance(width, bool) or not isinstance(width, (int, np.integer)) or width < 1:
+        raise ValueError(f"width must be a positive integer, got {width!r}")
+    if not (np.isfinite(lam) and lam >= 0):
+        raise ValueError(f"lam must be a finite number ≥ 0, got {lam!r}")
+    (d1, d2), r = M.shape, int(width)
+    M_t, cbar = torch.tensor(M), lam * torch.eye(r, dtype=torch.float64)
+    split = d1 * r
+
+    def objective(x: torch.Tensor) -> torch.Tensor:
+        U = x[:split].reshape(d1, r)
+        return batched_objective(M_t, U, U if tied else x[split:].reshape(d2, r), cbar)
+
+    def unpack(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        U = np.asarray(x[:split]).reshape(d1, r)
+        return U, U if tied else np.asarray(x[split:]).reshape(d2, r)
+
+    return objective, unpack

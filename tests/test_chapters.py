@@ -50,11 +50,13 @@ def test_every_claim_is_glued(executed):
 # the chapter); the named claim must be the first to fail.
 PLANTED_BUGS = {
     "regularizer without its weight λ": (
+        "regularizer",
         "import numpy as np, dropnb.masks as m\n"
         "m.Bernoulli.characteristic = property(lambda self: np.eye(self.width))",
         "regularizer.lemma-a1.enumeration",
     ),
     "θ in place of 1/θ in the thinned network": (
+        "regularizer",
         "import numpy as np, dropnb.linear as L\n"
         "def _buggy_losses(M, U, V, x, b, mean):\n"
         "    residual = x @ M.T - ((x @ V) * (b * mean)) @ U.T\n"
@@ -63,6 +65,7 @@ PLANTED_BUGS = {
         "regularizer.lemma-a1.monte-carlo.gaussian",
     ),
     "a factor 2 missing in the regularizer's gradient": (
+        "regularizer",
         "import numpy as np, dropnb.linear as L\n"
         "_true_gradient = L.objective_gradient\n"
         "def _buggy_gradient(M, U, V, mask, S=None):\n"
@@ -72,13 +75,35 @@ PLANTED_BUGS = {
         "L.objective_gradient = _buggy_gradient",
         "regularizer.alg1.expected-direction.theta-0.5",
     ),
+    "the printed thresholds 1 + λj of Algorithm 3": (
+        "equalization",
+        "import numpy as np, dropnb.shrinkage as S\n"
+        "def _printed_thresholds(spectrum, width, lam):\n"
+        "    s = np.concatenate([spectrum, np.zeros(width)])[:width]\n"
+        "    return lam * np.cumsum(s) / (1 + lam * np.arange(1, width + 1))\n"
+        "S.thresholds = _printed_thresholds",
+        "equalization.tied.value-lam-2",
+    ),
+    "an unnormalised sum of eigenvectors in the equalizer": (
+        "equalization",
+        "import numpy as np, dropnb.equalizer as E\n"
+        "_reflector = E._reflector_with_first_column\n"
+        "E._reflector_with_first_column = lambda w: _reflector(w * np.sqrt(len(w)))",
+        "equalization.equalizer.scales",
+    ),
+    "squared norms in the importance scores": (
+        "equalization",
+        "import numpy as np, dropnb.equalizer as E\n"
+        "E.importance_scores = lambda U, V: np.sum(np.asarray(U)**2, axis=-2) * np.sum(np.asarray(V)**2, axis=-2)",
+        "equalization.optimum.rho-below-r.scores",
+    ),
 }
 
 
 @pytest.mark.parametrize("bug", PLANTED_BUGS)
 def test_claims_catch_a_planted_bug(bug, tmp_path):
-    code, failing_claim = PLANTED_BUGS[bug]
+    chapter, code, failing_claim = PLANTED_BUGS[bug]
     with pytest.raises(PapermillExecutionError) as failure:
-        execute("regularizer", tmp_path / "buggy.ipynb", profile="quick", claims_dir=tmp_path, prepend=code)
+        execute(chapter, tmp_path / "buggy.ipynb", profile="quick", claims_dir=tmp_path, prepend=code)
     assert failure.value.ename == "ClaimFailed"
     assert failing_claim in failure.value.evalue

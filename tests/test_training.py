@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from dropnb import linear
+from dropnb import linear, training
 from dropnb.claims import roundoff_tolerance
 from dropnb.masks import Bernoulli, Blocks, Finite
 from dropnb.training import Trajectory, algorithm1, log_checkpoints
@@ -208,4 +208,99 @@ def test_bad_input_raises_naming_the_argument(case):
     changes, name = BAD_CALLS[case]
     arguments = dict(M=_M, U0=_U0, V0=_V0, mask=Bernoulli(R, 0.5), lr=0.01, steps=10) | changes
     with pytest.raises(ValueError, match=name):
+        algorithm1(**arguments, generator=torch.Generator().manual_seed(0), progress=False)
+
+
+# --- minibatches, schedules, metrics, gradient descent --------------------------------------------
+
+
+def test_minibatch_of_one_is_algorithm1():
+    M, U0, V0 = problem(runs=2)
+    single, batched = run(M, U0, V0, seed=5), run(M, U0, V0, seed=5, batch_size=1)
+    np.testing.assert_array_equal(single.U, batched.U)
+
+
+def test_minibatch_step_averages_the_sample_directions():
+    """One step with B samples moves by η times the mean of the B single-sample directions."""
+    M, U0, V0 = problem(runs=1, seed=3)
+    mask, lr, batch = Bernoulli(R, 0.6), 0.05, 7
+    trajectory = run(M, U0, V0, mask=mask, lr=lr, steps=1, seed=9, batch_size=batch)
+    generator = torch.Generator().manual_seed(9)
+    x = torch.randn((1, batch, D2), generator=generator, dtype=torch.float64).numpy()[0]
+    b = mask.sample_torch((1, batch), generator, torch.float64).numpy()[0]
+    dir_u, dir_v = linear.algorithm1_directions(U0[0], V0[0], x, x @ M.T, b, mask.mean)
+    np.testing.assert_allclose(trajectory.U[-1, 0], U0[0] - lr * dir_u.mean(axis=0), atol=1e-13)
+    np.testing.assert_allclose(trajectory.V[-1, 0], V0[0] - lr * dir_v.mean(axis=0), atol=1e-13)
+    losses = linear.sampled_losses(M, U0[0], V0[0], x, b, mask.mean)
+    assert trajectory.losses[0, 0] == pytest.approx(losses.mean())
+
+
+def test_schedule_is_called_with_the_step():
+    M, U0, V0 = problem(runs=1)
+    seen = []
+    run(M, U0, V0, lr=lambda t: seen.append(t) or 1e-3, steps=4)
+    assert [t for t in seen if t > 0] == [1, 2, 3]
+
+
+def test_inverse_time_decay():
+    schedule = training.inverse_time_decay(0.1, 10)
+    assert schedule(0) == 0.1 and schedule(10) == pytest.approx(0.05) and schedule(30) == pytest.approx(0.025)
+    with pytest.raises(ValueError, match="initial"):
+        training.inverse_time_decay(0.0, 10)
+
+
+def test_metrics_are_recorded_at_checkpoints():
+    M, U0, V0 = problem(runs=3)
+    mask = Bernoulli(R, 0.5)
+    trajectory = run(M, U0, V0, mask=mask, steps=8, checkpoints=[0, 4, 8],
+                     metrics=training.objective_metrics(M, mask), keep_weights=True)
+    assert trajectory.metrics["objective"].shape == (3, 3) and trajectory.metrics["scores"].shape == (3, 3, R)
+    for c in range(3):
+        for n in range(3):
+            U, V = trajectory.U[c, n], trajectory.V[c, n]
+            assert trajectory.metrics["objective"][c, n] == pytest.approx(linear.objective(M, U, V, mask), rel=1e-13)
+            assert trajectory.metrics["loss"][c, n] == pytest.approx(linear.expected_loss(M, U, V), rel=1e-13)
+            np.testing.assert_allclose(trajectory.metrics["scores"][c, n],
+                                       np.linalg.norm(U, axis=0) * np.linalg.norm(V, axis=0), rtol=1e-13)
+
+
+def test_weights_can_be_dropped_but_final_weights_stay():
+    M, U0, V0 = problem(runs=2)
+    kept, dropped = run(M, U0, V0, seed=1), run(M, U0, V0, seed=1, keep_weights=False)
+    assert dropped.U is None and dropped.V is None
+    np.testing.assert_array_equal(dropped.final_U, kept.U[-1])
+    np.testing.assert_array_equal(dropped.final_V, kept.V[-1])
+
+
+def test_divergence_raises():
+    M, U0, V0 = problem(runs=2)
+    with pytest.raises(FloatingPointError, match="step size"):
+        run(M, 100 * U0, 100 * V0, lr=10.0, steps=200)
+
+
+def test_gradient_descent_follows_the_expected_direction():
+    M, U0, V0 = problem(runs=2)
+    mask = Blocks(R, 2, 0.7)
+    S = np.array([[2.0, 0.3, 0.0], [0.3, 1.0, 0.1], [0.0, 0.1, 0.5]])
+    lr = 0.01
+    trajectory = training.gradient_descent(M, U0, V0, mask, lr, 1, S=S, progress=False)
+    grad_u, grad_v = linear.objective_gradient(M, U0[0], V0[0], mask, S)
+    np.testing.assert_allclose(trajectory.final_U[1], U0[0] - lr * grad_u * mask.mean / 2, atol=1e-14)
+    np.testing.assert_allclose(trajectory.final_V[1], V0[0] - lr * grad_v * mask.mean / 2, atol=1e-14)
+    assert trajectory.losses is None
+
+
+def test_gradient_descent_decreases_the_objective():
+    M, U0, V0 = problem(runs=2)
+    mask = Bernoulli(R, 0.5)
+    trajectory = training.gradient_descent(M, U0, V0, mask, 0.01, 200, metrics=training.objective_metrics(M, mask),
+                                           progress=False)
+    assert np.all(np.diff(trajectory.metrics["objective"], axis=0) <= 1e-12)
+
+
+@pytest.mark.parametrize("changes, match", [(dict(batch_size=0), "batch_size"), (dict(lr=lambda t: -1.0), "lr"),
+                                            (dict(U0=np.full((2, D1, R), np.nan)), "finite")])
+def test_more_bad_input(changes, match):
+    arguments = dict(M=_M, U0=_U0, V0=_V0, mask=Bernoulli(R, 0.5), lr=0.01, steps=10) | changes
+    with pytest.raises(ValueError, match=match):
         algorithm1(**arguments, generator=torch.Generator().manual_seed(0), progress=False)

@@ -1,0 +1,39 @@
+"""Synthetic data: Haar matrices and targets with a prescribed spectrum."""
+
+import numpy as np
+import pytest
+
+from dropnb import data
+
+
+def test_haar_orthogonal_is_orthogonal_and_seeded():
+    Q = data.haar_orthogonal(7, np.random.default_rng(0))
+    np.testing.assert_allclose(Q.T @ Q, np.eye(7), atol=1e-14)
+    np.testing.assert_array_equal(Q, data.haar_orthogonal(7, np.random.default_rng(0)))
+
+
+def test_haar_orthogonal_first_entry_is_symmetric():
+    """Under Haar measure Q₁₁ is symmetric about 0 (the sign fix matters: without it QR biases it)."""
+    rng = np.random.default_rng(1)
+    entries = np.array([data.haar_orthogonal(3, rng)[0, 0] for _ in range(4000)])
+    assert abs(entries.mean()) < 5 * entries.std() / np.sqrt(len(entries))
+
+
+def test_matrix_with_spectrum():
+    s = np.array([3.0, 2.0, 0.5])
+    M = data.matrix_with_spectrum(s, (5, 4), np.random.default_rng(2))
+    assert M.shape == (5, 4)
+    np.testing.assert_allclose(np.linalg.svd(M, compute_uv=False), [3.0, 2.0, 0.5, 0.0], atol=1e-14)
+
+
+@pytest.mark.parametrize("spectrum, shape, match", [([1.0, 2.0, 3.0], (2, 4), "spectrum"), ([-1.0], (2, 2), "spectrum"),
+                                                    ([np.nan], (2, 2), "spectrum")])
+def test_matrix_with_spectrum_bad_input(spectrum, shape, match):
+    with pytest.raises(ValueError, match=match):
+        data.matrix_with_spectrum(spectrum, shape, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("n", [0, -2, 1.5, True])
+def test_haar_orthogonal_bad_size(n):
+    with pytest.raises(ValueError, match="n"):
+        data.haar_orthogonal(n, np.random.default_rng(0))

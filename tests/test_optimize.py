@@ -1,0 +1,82 @@
+"""L-BFGS with Newton polish and its certificate; the flat dropout objective."""
+
+import numpy as np
+import pytest
+import torch
+
+from dropnb import linear, masks, optimize
+
+
+def quadratic(x):
+    """½(x₀² + 4x₁²): minimum 0 at the origin, curvatures 1 and 4, no flat direction."""
+    return 0.5 * (x[0] ** 2 + 4 * x[1] ** 2)
+
+
+def test_certificate_of_a_quadratic():
+    certificate = optimize.certify(quadratic, np.array([1e-3, 0.0]))
+    assert certificate.gradient_norm == pytest.approx(1e-3)
+    assert certificate.curvature == pytest.approx(1.0)
+    assert certificate.null == 0
+    assert certificate.distance == pytest.approx(1e-3)
+    assert certificate.value_gap == pytest.approx(certificate.value)  # exact for a quadratic along x₀
+
+
+def test_minimize_finds_the_minimum_of_a_quadratic():
+    certificate = optimize.minimize(quadratic, np.array([3.0, -2.0]))
+    assert certificate.value < 1e-20 and certificate.gradient_norm < 1e-10
+
+
+def test_certificate_counts_flat_directions():
+    def valley(x):  # minima on the line x₀ = x₁
+        return (x[0] - x[1]) ** 2
+
+    certificate = optimize.minimize(valley, np.array([1.0, -2.0]))
+    assert certificate.null == 1 and certificate.curvature == pytest.approx(4.0)
+
+
+def test_hessian_matches_finite_differences():
+    rng = np.random.default_rng(0)
+    M = rng.standard_normal((3, 2))
+    fun, _ = linear.flat_objective(M, 2, 0.7)
+    x = rng.standard_normal(10)
+    H = optimize.hessian(fun, x)
+    eps = 1e-5
+    for k in range(10):
+        e = np.zeros(10)
+        e[k] = eps
+        column = (optimize.value_and_gradient(fun, x + e)[1] - optimize.value_and_gradient(fun, x - e)[1]) / (2 * eps)
+        np.testing.assert_allclose(H[:, k], column, atol=1e-6)
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_flat_objective_matches_the_closed_form(tied):
+    rng = np.random.default_rng(1)
+    M = rng.standard_normal((4, 4))
+    M = M @ M.T if tied else M
+    fun, unpack = linear.flat_objective(M, 3, 0.5, tied=tied)
+    x = rng.standard_normal(12 if tied else 24)
+    U, V = unpack(x)
+    expected = linear.objective(M, U, V, masks.Bernoulli(3, 1 / 1.5))
+    assert float(fun(torch.tensor(x))) == pytest.approx(expected, rel=1e-13)
+
+
+def test_batched_objective_over_runs():
+    rng = np.random.default_rng(2)
+    M, U, V = rng.standard_normal((3, 4)), rng.standard_normal((5, 3, 2)), rng.standard_normal((5, 4, 2))
+    mask = masks.Blocks(2, 2, 0.6)
+    S = np.cov(rng.standard_normal((4, 50)))
+    values = linear.batched_objective(*(torch.tensor(a) for a in (M, U, V, mask.characteristic, S)))
+    expected = [linear.objective(M, U[n], V[n], mask, S) for n in range(5)]
+    np.testing.assert_allclose(values.numpy(), expected, rtol=1e-13)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: optimize.lbfgs(quadratic, np.array([np.nan, 1.0])), "x0"),
+    (lambda: optimize.lbfgs(quadratic, np.ones(2), gtol=0.0), "gtol"),
+    (lambda: linear.flat_objective(np.ones((2, 3)), 2, 1.0, tied=True), "square"),
+    (lambda: linear.flat_objective(np.ones((2, 3)), 0, 1.0), "width"),
+    (lambda: linear.flat_objective(np.ones((2, 3)), 2, -1.0), "lam"),
+])
+def test_bad_input_raises(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
