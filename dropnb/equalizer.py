@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .linear import check_factors, check_matrix
+from .masks import check_width
 
 
 def _gram(U) -> np.ndarray:
@@ -92,9 +93,7 @@ def equalized_factors(P, width: int) -> tuple[np.ndarray, np.ndarray]:
     appended when P has fewer) share the diagonal Gram matrix Σ, so one equalizer Q of Ũ
     equalizes both: U = ŨQ, V = ṼQ. P must have rank at most r.
     """
-    P = check_matrix(P, "P")
-    if isinstance(width, bool) or not isinstance(width, (int, np.integer)) or width < 1:
-        raise ValueError(f"width must be a positive integer, got {width!r}")
+    P, width = check_matrix(P, "P"), check_width(width)
     W, s, Yt = np.linalg.svd(P, full_matrices=False)
     if len(s) > width and s[width] > max(P.shape) * np.finfo(float).eps * s[0]:
         raise ValueError(f"P has rank greater than width = {width} (σ_{width + 1} = {s[width]:.3g})")

@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from .masks import MaskDistribution, check_retain
+from .masks import MaskDistribution, check_retain, check_width
 from .stats import StreamingMean, chunk_sizes, streaming_mean
 
 _CHUNK = 65536
@@ -88,6 +88,19 @@ def bernoulli_regularizer(U, V, retain: float, S=None) -> float:
     U, V, S = check_factors(U, V, S)
     lam = dropout_lambda(retain)
     return float(lam * np.sum(np.sum(U**2, axis=0) * np.einsum("ki,kl,li->i", V, S, V)))
+
+
+def check_rate(lam: float) -> float:
+    """The regularization weight λ = (1 − θ)/θ as a float; ValueError unless finite and ≥ 0."""
+    if isinstance(lam, bool):
+        raise ValueError(f"lam must be a finite number ≥ 0, got {lam!r}")
+    try:
+        value = float(lam)
+    except (TypeError, ValueError):
+        raise ValueError(f"lam must be a finite number ≥ 0, got {lam!r}") from None
+    if not (np.isfinite(value) and value >= 0):
+        raise ValueError(f"lam must be a finite number ≥ 0, got {lam!r}")
+    return value
 
 
 def dropout_lambda(retain: float) -> float:
@@ -195,11 +208,7 @@ def flat_objective(M, width: int, lam: float, tied: bool = False):
     M = check_matrix(M, "M")
     if tied and M.shape[0] != M.shape[1]:
         raise ValueError(f"M must be square for the tied problem, got shape {M.shape}")
-    if isinstance(width, bool) or not isinstance(width, (int, np.integer)) or width < 1:
-        raise ValueError(f"width must be a positive integer, got {width!r}")
-    if not (np.isfinite(lam) and lam >= 0):
-        raise ValueError(f"lam must be a finite number ≥ 0, got {lam!r}")
-    (d1, d2), r = M.shape, int(width)
+    (d1, d2), r, lam = M.shape, check_width(width), check_rate(lam)
     M_t, cbar = torch.tensor(M), lam * torch.eye(r, dtype=torch.float64)
     split = d1 * r
 

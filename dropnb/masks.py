@@ -23,7 +23,8 @@ import torch
 MAX_ENUMERATION = 2**16
 
 
-def _check_width(width: int, name: str = "width") -> int:
+def check_width(width: int, name: str = "width") -> int:
+    """A positive integer (a width, a block size) as an int; ValueError naming ``name`` otherwise."""
     if isinstance(width, bool) or not isinstance(width, (int, np.integer)) or width < 1:
         raise ValueError(f"{name} must be a positive integer, got {width!r}")
     return int(width)
@@ -107,7 +108,7 @@ class Bernoulli(MaskDistribution):
     """Independent bᵢ ~ Bernoulli(θ): μ = θ𝟙, E[bbᵀ] = θ²𝟙𝟙ᵀ + θ(1 − θ)I, C̄ = λI."""
 
     def __init__(self, width: int, retain: float):
-        self.width = _check_width(width)
+        self.width = check_width(width)
         self.retain = check_retain(retain)
 
     def __repr__(self) -> str:
@@ -145,8 +146,8 @@ class Blocks(MaskDistribution):
     probability θ independently, so b = w ⊗ 𝟙ₛ with wⱼ ~ Bernoulli(θ) and C̄ = λ (Iₖ ⊗ 𝟙ₛ𝟙ₛᵀ)."""
 
     def __init__(self, width: int, block_size: int, retain: float):
-        self.width = _check_width(width)
-        self.block_size = _check_width(block_size, "block_size")
+        self.width = check_width(width)
+        self.block_size = check_width(block_size, "block_size")
         if self.width % self.block_size:
             raise ValueError(f"block_size must divide width, got width {width} and block_size {block_size}")
         self.blocks = Bernoulli(self.width // self.block_size, retain)

@@ -55,13 +55,13 @@ class Certificate:
 
     @property
     def distance(self) -> float:
-        """δ = g/μ, the first-order distance to the nearest minimum."""
-        return self.gradient_norm / self.curvature
+        """δ = g/μ, the first-order distance to the nearest minimum (∞ without positive curvature)."""
+        return self.gradient_norm / self.curvature if self.curvature > 0 else float("inf")
 
     @property
     def value_gap(self) -> float:
-        """g²/(2μ), the first-order bound on f − f_min."""
-        return self.gradient_norm**2 / (2 * self.curvature)
+        """g²/(2μ), the first-order bound on f − f_min (∞ without positive curvature)."""
+        return self.gradient_norm**2 / (2 * self.curvature) if self.curvature > 0 else float("inf")
 
 
 def certify(fun: Objective, x: np.ndarray) -> Certificate:

@@ -20,27 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .equalizer import equalizer
-from .linear import check_matrix
-
-
-def check_rate(lam: float) -> float:
-    """The regularization weight λ = (1 − θ)/θ as a float; ValueError unless finite and ≥ 0."""
-    if isinstance(lam, bool):
-        raise ValueError(f"lam must be a finite number ≥ 0, got {lam!r}")
-    try:
-        value = float(lam)
-    except (TypeError, ValueError):
-        raise ValueError(f"lam must be a finite number ≥ 0, got {lam!r}") from None
-    if not (np.isfinite(value) and value >= 0):
-        raise ValueError(f"lam must be a finite number ≥ 0, got {lam!r}")
-    return value
-
-
-def check_width(width: int) -> int:
-    """The hidden width r as an int; ValueError unless a positive integer."""
-    if isinstance(width, bool) or not isinstance(width, (int, np.integer)) or width < 1:
-        raise ValueError(f"width must be a positive integer, got {width!r}")
-    return int(width)
+from .linear import check_matrix, check_rate
+from .masks import check_width
 
 
 def check_spectrum(spectrum) -> np.ndarray:

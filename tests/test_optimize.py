@@ -80,3 +80,8 @@ def test_batched_objective_over_runs():
 def test_bad_input_raises(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_certificate_without_curvature_gives_no_bound():
+    certificate = optimize.certify(lambda x: 0.0 * x.sum(), np.ones(2))
+    assert certificate.curvature == 0.0 and certificate.distance == float("inf") and certificate.value_gap == float("inf")
