@@ -2,7 +2,8 @@
 
 Modules by concept: :mod:`~dropnb.config` (profile, seeds, device), :mod:`~dropnb.claims`
 (claims and errata), :mod:`~dropnb.masks` (dropout masks and their moments),
-:mod:`~dropnb.linear` (the shallow linear network with dropout), :mod:`~dropnb.equalizer`
+:mod:`~dropnb.linear` (the shallow linear network with dropout), :mod:`~dropnb.deep` (deep
+linear networks with dropout on every hidden layer), :mod:`~dropnb.equalizer`
 (equalizers and equalized factorizations), :mod:`~dropnb.shrinkage` (the closed-form global
 optimum), :mod:`~dropnb.training` (batched dropout SGD and gradient descent),
 :mod:`~dropnb.optimize` (L-BFGS with error certificates), :mod:`~dropnb.stats`,
