@@ -18,7 +18,7 @@ import itertools
 
 import numpy as np
 
-from .linear import check_matrix, dropout_lambda
+from .linear import check_matrix, check_rate, dropout_lambda
 from .masks import MAX_ENUMERATION
 
 
@@ -57,9 +57,7 @@ def effective_rate(hidden_widths, lam: float) -> float:
     widths = np.asarray(hidden_widths)
     if widths.ndim != 1 or widths.size == 0 or np.any(widths < 1) or not np.all(widths == np.round(widths)):
         raise ValueError(f"hidden_widths must be a non-empty list of positive integers, got {hidden_widths!r}")
-    if not (np.isfinite(lam) and lam >= 0):
-        raise ValueError(f"lam must be a finite number ≥ 0, got {lam!r}")
-    return float(np.prod(1 + lam / widths.astype(float)) - 1)
+    return float(np.prod(1 + check_rate(lam) / widths.astype(float)) - 1)
 
 
 def moment_regularizer(layers, retain: float, C=None) -> float:
