@@ -3,27 +3,32 @@
 A network of depth k + 1 is a list of layers W₁ ∈ ℝ^{d₁×d₀}, …, W_{k+1} ∈ ℝ^{d_{k+1}×d_k}; its map
 is W = W_{k+1}⋯W₁. Dropout multiplies hidden layer i by D_i = diag(bᵢ)/θ with bᵢ ~ Bernoulli(θ)
 independently, so the thinned map is W̄ = W_{k+1}D_kW_k⋯D₁W₁ and E[W̄] = W. For inputs with second
-moment C = E[xxᵀ] and targets y = Mx the dropout objective splits as
+moment S = E[xxᵀ] and targets y = Mx the dropout objective splits as
 
-    E‖y − W̄x‖² = tr((M − W)C(M − W)ᵀ) + R,   R = E_b tr((W̄ − W)C(W̄ − W)ᵀ),
+    E‖y − W̄x‖² = tr((M − W)S(M − W)ᵀ) + R,   R = E_b tr((W̄ − W)S(W̄ − W)ᵀ) = Σ_{l=1}^k λ^l R_l,
 
-and this module computes R three ways: exactly over every mask (small networks), by propagating
-second moments layer by layer (E[DAD] = A + λ Diag(A), λ = (1 − θ)/θ), and as the sum over pivot
-sets of the explicit regularizer of Mianjy, Arora and Vidal (2019).
+with λ = (1 − θ)/θ. This module computes R three ways: exactly over every mask (small networks),
+by propagating second moments layer by layer (E[DAD] = A + λ Diag(A)), and as the sum over pivot
+sets of Mianjy, Arora and Vidal (2019). It also gives the effective rate ν, the convex envelope
+ν‖WS^{1/2}‖²_* of the induced regularizer, the equalization gaps, the equalized implementation of
+a rank-one map and the global optimum under the eigengap condition.
 """
 
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from .linear import check_matrix, check_rate, dropout_lambda
-from .masks import MAX_ENUMERATION
+from .masks import MAX_ENUMERATION, check_retain, check_width
+from .shrinkage import support, optimal_value
 
 
-def check_layers(layers, C=None) -> tuple[list[np.ndarray], np.ndarray]:
-    """Validate W₁, …, W_{k+1} (consecutive shapes must chain) and C (d₀×d₀, symmetric; I if
+def check_layers(layers, S=None) -> tuple[list[np.ndarray], np.ndarray]:
+    """Validate W₁, …, W_{k+1} (consecutive shapes must chain) and S (d₀×d₀, symmetric; I if
     omitted); return float64 copies. At least two layers (one hidden layer) are required."""
     layers = [check_matrix(W, f"layers[{i}]") for i, W in enumerate(layers)]
     if len(layers) < 2:
@@ -33,10 +38,24 @@ def check_layers(layers, C=None) -> tuple[list[np.ndarray], np.ndarray]:
             raise ValueError(f"layers[{i}] must have {layers[i - 1].shape[0]} columns to follow layers[{i - 1}] "
                              f"{layers[i - 1].shape}, got {layers[i].shape}")
     d0 = layers[0].shape[1]
-    C = np.eye(d0) if C is None else check_matrix(C, "C")
-    if C.shape != (d0, d0) or not np.allclose(C, C.T, rtol=0, atol=1e-12 * max(1.0, np.abs(C).max())):
-        raise ValueError(f"C must be a symmetric {d0}×{d0} matrix, got shape {C.shape}")
-    return layers, C
+    S = np.eye(d0) if S is None else check_matrix(S, "S")
+    if S.shape != (d0, d0) or not np.allclose(S, S.T, rtol=0, atol=1e-12 * max(1.0, np.abs(S).max())):
+        raise ValueError(f"S must be a symmetric {d0}×{d0} matrix, got shape {S.shape}")
+    return layers, S
+
+
+def check_widths(widths, name: str = "hidden_widths") -> np.ndarray:
+    """A non-empty 1-d array of positive integer widths."""
+    array = np.asarray(widths)
+    if array.ndim != 1 or array.size == 0 or not np.all(array == np.round(array)) or np.any(array < 1):
+        raise ValueError(f"{name} must be a non-empty list of positive integers, got {widths!r}")
+    return array.astype(int)
+
+
+def psd_sqrt(S) -> np.ndarray:
+    """S^{1/2} of a symmetric positive semidefinite S (eigendecomposition, negative rounding clipped)."""
+    values, vectors = np.linalg.eigh(S)
+    return (vectors * np.sqrt(np.clip(values, 0, None))) @ vectors.T
 
 
 def network_map(layers) -> np.ndarray:
@@ -45,58 +64,116 @@ def network_map(layers) -> np.ndarray:
     return _product(layers)
 
 
-def _product(layers) -> np.ndarray:
+def _product(layers):
     out = layers[0]
     for W in layers[1:]:
         out = W @ out
     return out
 
 
+def envelope_weights(hidden_widths) -> np.ndarray:
+    """e_l = Σ_{|J| = l} 1/∏_{j∈J} d_j for l = 1…k: the coefficients of t^l in ∏ᵢ(1 + t/dᵢ).
+    The lower bound of Lemma 7 is R_l ≥ e_l‖WS^{1/2}‖²_*, and ν = Σ_l λ^l e_l."""
+    coefficients = np.ones(1)
+    for d in check_widths(hidden_widths):
+        coefficients = np.convolve(coefficients, [1.0, 1.0 / d])
+    return coefficients[1:]
+
+
 def effective_rate(hidden_widths, lam: float) -> float:
     """ν = Σ over non-empty sets J of hidden layers of λ^{|J|}/∏_{j∈J} d_j = ∏ᵢ(1 + λ/dᵢ) − 1."""
-    widths = np.asarray(hidden_widths)
-    if widths.ndim != 1 or widths.size == 0 or np.any(widths < 1) or not np.all(widths == np.round(widths)):
-        raise ValueError(f"hidden_widths must be a non-empty list of positive integers, got {hidden_widths!r}")
-    return float(np.prod(1 + check_rate(lam) / widths.astype(float)) - 1)
+    widths = check_widths(hidden_widths).astype(float)
+    return float(np.prod(1 + check_rate(lam) / widths) - 1)
 
 
-def moment_regularizer(layers, retain: float, C=None) -> float:
-    """R by second-moment propagation: S₀ = C, Sᵢ = WᵢSᵢ₋₁Wᵢᵀ + λ Diag(WᵢSᵢ₋₁Wᵢᵀ) for the hidden
-    layers i = 1…k, then R = tr(W_{k+1}S_kW_{k+1}ᵀ) − tr(WCWᵀ). Cost O(k d³)."""
-    layers, C = check_layers(layers, C)
-    lam = dropout_lambda(retain)
-    S = C
-    for W in layers[:-1]:
-        S = W @ S @ W.T
-        S = S + lam * np.diag(np.diag(S))
-    W_out, W = layers[-1], _product(layers)
-    return float(np.trace(W_out @ S @ W_out.T) - np.trace(W @ C @ W.T))
-
-
-def pivot_regularizer(layers, retain: float, C=None) -> float:
-    """R = Σ_J λ^{|J|} R_J over non-empty pivot sets J = (j₁ < … < j_l) of hidden layers, with
-    R_J = (γ²)ᵀ B_{l−1}^{∘2} ⋯ B₁^{∘2} α²: α² = diag(W_{j₁→1} C W_{j₁→1}ᵀ) (head), B_p = W_{j_{p+1}→j_p+1}
-    (middle, squared entrywise), γ² the squared column norms of W_{k+1→j_l+1} (tail)."""
-    layers, C = check_layers(layers, C)
-    lam = dropout_lambda(retain)
+def batched_sub_regularizers(layers: list[torch.Tensor], S: torch.Tensor | None = None) -> torch.Tensor:
+    """(R₁, …, R_k) along a new last axis, batched over leading dimensions of the layers; R_l is the
+    coefficient of λ^l in R. Second moments are propagated as polynomials in λ: P = S, then for each
+    hidden layer P ← WPWᵀ and P_l ← P_l + Diag(P_{l−1}); finally R_l = tr(W_{k+1}P_lW_{k+1}ᵀ), a
+    sum of non-negative terms. Differentiable; no validation. Cost O(k² d³) per network."""
     k = len(layers) - 1
-    total = 0.0
+    first = layers[0]
+    d0 = first.shape[-1]
+    start = torch.eye(d0, dtype=first.dtype, device=first.device) if S is None else S
+    P = torch.zeros((k + 1, *first.shape[:-2], d0, d0), dtype=first.dtype, device=first.device)
+    P[0] = start
+    for W in layers[:-1]:
+        P = W @ P @ W.transpose(-1, -2)
+        shifted = torch.diag_embed(torch.diagonal(P[:-1], dim1=-2, dim2=-1))
+        P = torch.cat([P[:1], P[1:] + shifted])
+    out = layers[-1]
+    terms = ((out @ P[1:]) * out).sum((-2, -1))
+    return torch.movedim(terms, 0, -1)
+
+
+def batched_regularizer(layers: list[torch.Tensor], lam: torch.Tensor | float,
+                        S: torch.Tensor | None = None) -> torch.Tensor:
+    """R = tr(W_{k+1}P_kW_{k+1}ᵀ) − tr(WSWᵀ) with P₀ = S and Pᵢ = T(WᵢPᵢ₋₁Wᵢᵀ), T(A) = A + λ Diag(A),
+    over leading batch dimensions (λ a number or a tensor of the batch shape). The cheap form,
+    O(k d³), for training; differentiable; no validation."""
+    first = layers[0]
+    d0 = first.shape[-1]
+    P = torch.eye(d0, dtype=first.dtype, device=first.device) if S is None else S
+    lam = torch.as_tensor(lam, dtype=first.dtype, device=first.device)[..., None]
+    for W in layers[:-1]:
+        P = W @ P @ W.transpose(-1, -2)
+        P = P + torch.diag_embed(lam * torch.diagonal(P, dim1=-2, dim2=-1))
+    out, product = layers[-1], _product(layers)
+    SW = product.transpose(-1, -2) if S is None else S @ product.transpose(-1, -2)
+    return ((out @ P) * out).sum((-2, -1)) - (product * SW.transpose(-1, -2)).sum((-2, -1))
+
+
+def batched_objective(M: torch.Tensor, layers: list[torch.Tensor], lam: torch.Tensor | float,
+                      S: torch.Tensor | None = None) -> torch.Tensor:
+    """tr((M − W)S(M − W)ᵀ) + R over leading batch dimensions (:func:`batched_regularizer`)."""
+    residual = M - _product(layers)
+    loss = (residual**2).sum((-2, -1)) if S is None else ((residual @ S) * residual).sum((-2, -1))
+    return loss + batched_regularizer(layers, lam, S)
+
+
+def _torch(layers, S):
+    return [torch.as_tensor(W) for W in layers], torch.as_tensor(S)
+
+
+def sub_regularizers(layers, S=None) -> np.ndarray:
+    """(R₁, …, R_k) by second-moment propagation (:func:`batched_sub_regularizers`)."""
+    layers, S = check_layers(layers, S)
+    return batched_sub_regularizers(*_torch(layers, S)).numpy()
+
+
+def moment_regularizer(layers, retain: float, S=None) -> float:
+    """R = Σ_l λ^l R_l with the R_l from second-moment propagation. Cost O(k² d³)."""
+    sub = sub_regularizers(layers, S)
+    return float(np.polyval(np.append(sub[::-1], 0.0), dropout_lambda(retain)))
+
+
+def pivot_sub_regularizers(layers, S=None) -> np.ndarray:
+    """(R₁, …, R_k) of Proposition 8: R_l = Σ over pivot sets J = (j₁ < … < j_l) of hidden layers of
+    R_J = (γ²)ᵀ B_{l−1}^{∘2} ⋯ B₁^{∘2} α², with α² = diag(W_{j₁→1} S W_{j₁→1}ᵀ) (head), B_p = W_{j_{p+1}→j_p+1}
+    (middle, squared entrywise) and γ² the squared column norms of W_{k+1→j_l+1} (tail)."""
+    layers, S = check_layers(layers, S)
+    k = len(layers) - 1
+    sub = np.zeros(k)
     for size in range(1, k + 1):
         for pivots in itertools.combinations(range(1, k + 1), size):
             head = _product(layers[:pivots[0]])
-            weights = np.diag(head @ C @ head.T)
+            weights = np.diag(head @ S @ head.T)
             for before, after in zip(pivots, pivots[1:]):
                 weights = _product(layers[before:after]) ** 2 @ weights
-            tail = _product(layers[pivots[-1]:])
-            total += lam**size * float(np.sum(tail**2, axis=0) @ weights)
-    return total
+            sub[size - 1] += float(np.sum(_product(layers[pivots[-1]:]) ** 2, axis=0) @ weights)
+    return sub
 
 
-def enumerated_regularizer(layers, retain: float, C=None) -> float:
-    """R = Σ_b P(b) tr((W̄_b − W)C(W̄_b − W)ᵀ), summed exactly over all masks of all hidden units."""
-    layers, C = check_layers(layers, C)
-    lam = dropout_lambda(retain)
-    theta = 1 / (1 + lam)
+def pivot_regularizer(layers, retain: float, S=None) -> float:
+    """R = Σ_l λ^l R_l with the R_l of Proposition 8 (:func:`pivot_sub_regularizers`)."""
+    sub = pivot_sub_regularizers(layers, S)
+    return float(np.polyval(np.append(sub[::-1], 0.0), dropout_lambda(retain)))
+
+
+def enumerated_regularizer(layers, retain: float, S=None) -> float:
+    """R = Σ_b P(b) tr((W̄_b − W)S(W̄_b − W)ᵀ), summed exactly over all masks of all hidden units."""
+    layers, S = check_layers(layers, S)
+    theta = check_retain(retain)
     widths = [W.shape[0] for W in layers[:-1]]
     if 2 ** sum(widths) > MAX_ENUMERATION:
         raise ValueError(f"too many hidden units to enumerate ({sum(widths)}); at most {int(np.log2(MAX_ENUMERATION))}")
@@ -110,16 +187,139 @@ def enumerated_regularizer(layers, retain: float, C=None) -> float:
         kept = sum(mask)
         probability = theta**kept * (1 - theta) ** (len(mask) - kept)
         difference = thinned - W
-        total += probability * float(np.trace(difference @ C @ difference.T))
+        total += probability * float(np.trace(difference @ S @ difference.T))
     return total
 
 
-def objective(M, layers, retain: float, C=None) -> float:
-    """The dropout objective E‖Mx − W̄x‖² = tr((M − W)C(M − W)ᵀ) + R (R by moment propagation)."""
-    layers, C = check_layers(layers, C)
+def sampled_regularizer(layers, retain: float, n: int, rng: np.random.Generator, input_factor=None) -> np.ndarray:
+    """n independent samples of ‖(W̄ − W)x‖² with fresh masks and inputs x = Az, z ~ N(0, I)
+    (A = ``input_factor``, so S = AAᵀ; A = I if omitted). Their mean estimates R."""
+    layers, _ = check_layers(layers)
+    theta = check_retain(retain)
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n must be a positive integer, got {n!r}")
+    d0 = layers[0].shape[1]
+    x = rng.standard_normal((n, d0))
+    if input_factor is not None:
+        A = check_matrix(input_factor, "input_factor")
+        if A.shape[0] != d0:
+            raise ValueError(f"input_factor must have {d0} rows, got shape {A.shape}")
+        x = rng.standard_normal((n, A.shape[1])) @ A.T
+    thinned = x
+    for W in layers[:-1]:
+        thinned = (thinned @ W.T) * (rng.random((n, W.shape[0])) < theta) / theta
+    difference = thinned @ layers[-1].T - x @ _product(layers).T
+    return np.sum(difference**2, axis=1)
+
+
+def objective(M, layers, retain: float, S=None) -> float:
+    """The dropout objective E‖Mx − W̄x‖² = tr((M − W)S(M − W)ᵀ) + R (R by moment propagation)."""
+    layers, S = check_layers(layers, S)
     M = check_matrix(M, "M")
     W = _product(layers)
     if M.shape != W.shape:
         raise ValueError(f"M must have the shape {W.shape} of the network map, got {M.shape}")
     residual = M - W
-    return float(np.trace(residual @ C @ residual.T)) + moment_regularizer(layers, retain, C)
+    return float(np.trace(residual @ S @ residual.T)) + moment_regularizer(layers, retain, S)
+
+
+def equalization_gaps(layers, S=None) -> np.ndarray:
+    """r_l = R_l/(e_l‖WS^{1/2}‖²_*) − 1 for l = 1…k (Figure 3-3 of the thesis): each is ≥ 0 by
+    Lemma 7, and all vanish exactly when the network is equalized. ∞ where the map is zero and R_l > 0."""
+    layers, S = check_layers(layers, S)
+    bound = envelope_weights([W.shape[0] for W in layers[:-1]]) * nuclear_norm(_product(layers), S) ** 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return sub_regularizers(layers, S) / bound - 1
+
+
+def nuclear_norm(W, S=None) -> float:
+    """‖WS^{1/2}‖_*."""
+    W = check_matrix(W, "W")
+    return float(np.linalg.svd(W if S is None else W @ psd_sqrt(S), compute_uv=False).sum())
+
+
+def rank_one_implementation(u, v, hidden_widths) -> list[np.ndarray]:
+    """The equalized implementation of uvᵀ of Proposition 1: W₁ = 𝟙vᵀ/√d₁,
+    Wᵢ = 𝟙𝟙ᵀ/√(dᵢdᵢ₋₁) (2 ≤ i ≤ k), W_{k+1} = u𝟙ᵀ/√d_k. Its R equals ν‖uvᵀS^{1/2}‖²_* for every S."""
+    u, v = check_matrix(u, "u", ndim=1), check_matrix(v, "v", ndim=1)
+    widths = check_widths(hidden_widths)
+    layers = [np.outer(np.ones(widths[0]), v) / np.sqrt(widths[0])]
+    layers += [np.ones((b, a)) / np.sqrt(a * b) for a, b in zip(widths, widths[1:])]
+    return layers + [np.outer(u, np.ones(widths[-1])) / np.sqrt(widths[-1])]
+
+
+def balanced_implementation(W, hidden_widths) -> list[np.ndarray]:
+    """Layers with every factor Σ^{1/(k+1)} of the SVD W = AΣBᵀ: W₁ = Σ^{1/(k+1)}Bᵀ, Wᵢ = Σ^{1/(k+1)},
+    W_{k+1} = AΣ^{1/(k+1)}, zero-padded to the widths; needs rank W ≤ min dᵢ."""
+    W, widths = check_matrix(W, "W"), check_widths(hidden_widths)
+    A, s, Bt = np.linalg.svd(W, full_matrices=False)
+    rank = int(np.sum(s > s[0] * max(W.shape) * np.finfo(float).eps)) if s.size and s[0] > 0 else 0
+    if rank > widths.min():
+        raise ValueError(f"W has rank {rank}, more than the narrowest hidden width {widths.min()}")
+    root = s[:rank] ** (1 / (len(widths) + 1))
+    sizes = [W.shape[1], *widths, W.shape[0]]
+    layers = [np.zeros((sizes[i + 1], sizes[i])) for i in range(len(sizes) - 1)]
+    layers[0][:rank] = root[:, None] * Bt[:rank]
+    for layer in layers[1:-1]:
+        layer[:rank, :rank] = np.diag(root)
+    layers[-1][:, :rank] = A[:, :rank] * root
+    return layers
+
+
+@dataclass(frozen=True)
+class DeepOptimum:
+    """The minimizer of the convex lower bound tr((M − W)S(M − W)ᵀ) + ν‖WS^{1/2}‖²_* over rank W ≤ r
+    (Lemma 9): its ``rank`` ρ, ``threshold`` α_ρ = ν(σ₁ + … + σ_ρ)/(1 + ρν) on the singular values σ
+    of M̃ = MS^{1/2}, minimum ``value``, map ``W`` = 𝒮_α(M̃)S^{−1/2} (top ρ pairs only), ``rate`` ν, and
+    ``layers``: the equalized implementation (Proposition 1) when ρ ≤ 1, else None. When ρ ≤ 1 (the
+    eigengap condition σ₁ − σ₂ ≥ σ₂/ν of Theorem 10) it is the global optimum of the deep network."""
+
+    rank: int
+    threshold: float
+    value: float
+    W: np.ndarray
+    rate: float
+    layers: list[np.ndarray] | None
+
+
+def global_optimum(M, hidden_widths, lam: float, S=None) -> DeepOptimum:
+    """Lemma 9 and Theorem 10 of Mianjy, Arora and Vidal (2019) for targets y = Mx, E[xxᵀ] = S ≻ 0.
+    The envelope problem in W̃ = WS^{1/2} is the shallow problem of :mod:`dropnb.shrinkage` with
+    width r = min dᵢ and weight νr, whose thresholds νr hⱼ/(r + νrj) = ν hⱼ/(1 + νj) are the α_j."""
+    M, widths = check_matrix(M, "M"), check_widths(hidden_widths)
+    S = np.eye(M.shape[1]) if S is None else check_matrix(S, "S")
+    if S.shape != (M.shape[1],) * 2 or np.linalg.eigvalsh((S + S.T) / 2).min() <= 0:
+        raise ValueError(f"S must be a positive definite {M.shape[1]}×{M.shape[1]} matrix")
+    nu = effective_rate(widths, lam)
+    root = psd_sqrt(S)
+    A, s, Bt = np.linalg.svd(M @ root, full_matrices=False)
+    r = int(min(widths.min(), *M.shape))
+    rho, alpha = support(s, r, nu * r)
+    W = (A[:, :rho] * (s[:rho] - alpha)) @ Bt[:rho] @ np.linalg.inv(root)
+    layers = None
+    if rho <= 1:
+        u = A[:, 0] * (s[0] - alpha) if rho else np.zeros(M.shape[0])
+        layers = rank_one_implementation(u, np.linalg.solve(root, Bt[0]), widths)
+    return DeepOptimum(rank=rho, threshold=alpha, value=optimal_value(s, r, nu * r), W=W, rate=nu, layers=layers)
+
+
+def flat_objective(M, architecture, lam: float, S=None):
+    """The dropout objective as a torch function of one flat vector of all layers, for optimizers.
+    ``architecture`` = (d₀, d₁, …, d_{k+1}). Returns (objective, unpack), unpack(x) giving the layers."""
+    M = check_matrix(M, "M")
+    sizes = check_widths(architecture, "architecture")
+    if len(sizes) < 3 or (sizes[-1], sizes[0]) != M.shape:
+        raise ValueError(f"architecture must be (d₀, d₁, …, d_{{k+1}}) with d_{{k+1}}×d₀ = {M.shape}, got {architecture!r}")
+    lam = check_rate(lam)
+    S = np.eye(M.shape[1]) if S is None else check_matrix(S, "S")
+    shapes = [(int(sizes[i + 1]), int(sizes[i])) for i in range(len(sizes) - 1)]
+    ends = np.cumsum([a * b for a, b in shapes])
+    M_t, C_t = torch.tensor(M), torch.tensor(S)
+
+    def split(x):
+        return [x[end - a * b:end].reshape(a, b) for end, (a, b) in zip(ends, shapes)]
+
+    def objective(x: torch.Tensor) -> torch.Tensor:
+        return batched_objective(M_t, split(x), lam, C_t)
+
+    return objective, lambda x: [np.asarray(W) for W in split(np.asarray(x))]

@@ -11,6 +11,9 @@ functions of the batched weights returning tensors with a leading run dimension 
   minibatches and a step-size schedule as options.
 * :func:`gradient_descent` follows the expected direction of Algorithm 1, ½∇f·diag(μ), without
   noise: the deterministic reference for the same step sizes.
+* :func:`deep_gradient_descent` does the same for deep linear networks with dropout on every
+  hidden layer: gradient descent on the exact dropout objective of :mod:`dropnb.deep`, which is
+  the expected direction of dropout SGD, with a dropout rate per run.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from . import deep
 from .linear import batched_objective
 from .masks import MaskDistribution
 
@@ -111,34 +115,40 @@ def _check_problem(M, U0, V0, mask, steps, checkpoints) -> tuple[np.ndarray, np.
     return M, U0, V0, checkpoints
 
 
-def _train(U: torch.Tensor, V: torch.Tensor, steps: int, checkpoints: np.ndarray,
-           step: Callable[[int], None], metrics: Metrics | None, keep_weights: bool, progress: bool,
-           description: str) -> tuple[np.ndarray, dict[str, np.ndarray], list, list]:
-    """Call ``step(t)`` for t = 0 … steps − 1 (it updates U and V in place), recording at checkpoints;
-    FloatingPointError if the weights are not finite at a checkpoint."""
+def _train(weights: list[torch.Tensor], steps: int, checkpoints: np.ndarray, step: Callable[[int], None],
+           metrics: Callable[..., dict[str, torch.Tensor]] | None, keep_weights: bool, progress: bool,
+           description: str) -> tuple[np.ndarray, dict[str, np.ndarray], list[list[np.ndarray]]]:
+    """Call ``step(t)`` for t = 0 … steps − 1 (it updates the weights in place), recording
+    ``metrics(*weights)`` and, if kept, the weights at checkpoints; FloatingPointError if the
+    weights are not finite at a checkpoint."""
     records: dict[str, list] = {}
-    snapshots_u, snapshots_v, wanted = [], [], set(checkpoints.tolist())
-    to_numpy = lambda a: a.detach().cpu().numpy().astype(np.float64)  # noqa: E731
+    snapshots: list[list[np.ndarray]] = [[] for _ in weights]
+    wanted = set(checkpoints.tolist())
     for t in tqdm(range(steps + 1), disable=not progress, desc=description, mininterval=1.0):
         if t in wanted:
-            if not (torch.isfinite(U).all() and torch.isfinite(V).all()):
+            if not all(bool(torch.isfinite(W).all()) for W in weights):
                 raise FloatingPointError(f"{description} diverged before step {t}: the weights are not finite; "
                                          "lower the step size")
             if keep_weights:
-                snapshots_u.append(to_numpy(U))
-                snapshots_v.append(to_numpy(V))
-            for name, value in (metrics(U, V) if metrics else {}).items():
-                records.setdefault(name, []).append(to_numpy(value))
+                for kept, W in zip(snapshots, weights):
+                    kept.append(_to_numpy(W))
+            with torch.no_grad():
+                for name, value in (metrics(*weights) if metrics else {}).items():
+                    records.setdefault(name, []).append(_to_numpy(value))
         if t < steps:
             step(t)
-    return checkpoints, {name: np.stack(values) for name, values in records.items()}, snapshots_u, snapshots_v
+    return checkpoints, {name: np.stack(values) for name, values in records.items()}, snapshots
+
+
+def _to_numpy(a: torch.Tensor) -> np.ndarray:
+    return a.detach().cpu().numpy().astype(np.float64)
 
 
 def _trajectory(U, V, recorded, losses) -> Trajectory:
-    steps, metrics, snapshots_u, snapshots_v = recorded
+    steps, metrics, (snapshots_u, snapshots_v) = recorded
     return Trajectory(steps=steps, metrics=metrics, losses=losses,
                       U=np.stack(snapshots_u) if snapshots_u else None, V=np.stack(snapshots_v) if snapshots_v else None,
-                      final_U=U.cpu().numpy().astype(np.float64), final_V=V.cpu().numpy().astype(np.float64))
+                      final_U=_to_numpy(U), final_V=_to_numpy(V))
 
 
 def _dtype(device: torch.device) -> torch.dtype:
@@ -195,7 +205,7 @@ def algorithm1(
         U.baddbmm_(error.transpose(1, 2), hidden, alpha=-scale)
         V.baddbmm_(x.transpose(1, 2), back, alpha=-scale)
 
-    recorded = _train(U, V, steps, checkpoints, step, metrics, keep_weights, progress, "Algorithm 1")
+    recorded = _train([U, V], steps, checkpoints, step, metrics, keep_weights, progress, "Algorithm 1")
     return _trajectory(U, V, recorded, losses.cpu().numpy().astype(np.float64))
 
 
@@ -235,5 +245,89 @@ def gradient_descent(
         U.sub_(eta * grad_u * half_mean)
         V.sub_(eta * grad_v * half_mean)
 
-    recorded = _train(U, V, steps, checkpoints, step, metrics, keep_weights, progress, "gradient descent")
+    recorded = _train([U, V], steps, checkpoints, step, metrics, keep_weights, progress, "gradient descent")
     return _trajectory(U, V, recorded, None)
+
+
+@dataclass
+class DeepTrajectory:
+    """What deep training records: ``steps`` (the checkpoints), ``metrics[name]`` of shape (C, R, …)
+    and ``final_layers``, the weights after the last step, each (R, dᵢ, dᵢ₋₁). numpy float64."""
+
+    steps: np.ndarray
+    metrics: dict[str, np.ndarray]
+    final_layers: list[np.ndarray]
+
+
+def deep_metrics(M: np.ndarray, lam, S: np.ndarray | None = None) -> Callable[..., dict[str, torch.Tensor]]:
+    """Metrics of R deep networks, per run, in float64 on any device: ``objective`` (the exact dropout
+    objective, λ a number or one per run), ``sub_regularizers`` (R₁, …, R_k) and ``singular_values``
+    of WS^{1/2}, W the network map."""
+    constants = {}
+
+    def metrics(*layers: torch.Tensor) -> dict[str, torch.Tensor]:
+        layers = [W.double() for W in layers]
+        if not constants:
+            tensor = lambda a: None if a is None else torch.as_tensor(a, device=layers[0].device, dtype=torch.float64)  # noqa: E731
+            constants.update(M=tensor(M), lam=tensor(lam), S=tensor(S),
+                             root=None if S is None else tensor(deep.psd_sqrt(S)))
+        c = constants
+        product = layers[0]
+        for W in layers[1:]:
+            product = W @ product
+        return dict(objective=deep.batched_objective(c["M"], layers, c["lam"], c["S"]),
+                    sub_regularizers=deep.batched_sub_regularizers(layers, c["S"]),
+                    singular_values=torch.linalg.svdvals(product if c["root"] is None else product @ c["root"]))
+
+    return metrics
+
+
+def deep_gradient_descent(
+    M: np.ndarray,
+    layers0: list[np.ndarray],
+    lam,
+    lr: StepSize,
+    steps: int,
+    S: np.ndarray | None = None,
+    device: torch.device | str = "cpu",
+    checkpoints: np.ndarray | None = None,
+    metrics: Callable[..., dict[str, torch.Tensor]] | None = None,
+    progress: bool = True,
+) -> DeepTrajectory:
+    """Gradient descent Wᵢ ← Wᵢ − ηₜ ∇_{Wᵢ} f for R deep linear networks at once, f the exact dropout
+    objective tr((M − W)S(M − W)ᵀ) + Σ_l λ^l R_l (gradients by autograd). ``layers0``: the initial
+    layers, each (R, dᵢ, dᵢ₋₁); ``lam``: λ = (1 − θ)/θ, one number or one per run."""
+    M = np.asarray(M, dtype=np.float64)
+    layers0 = [np.asarray(W, dtype=np.float64) for W in layers0]
+    if len(layers0) < 2 or any(W.ndim != 3 or W.shape[0] != layers0[0].shape[0] for W in layers0):
+        raise ValueError("layers0 must hold at least two arrays of shape (R, dᵢ, dᵢ₋₁) with a common R")
+    try:
+        deep.check_layers([W[0] for W in layers0])
+    except ValueError as error:
+        raise ValueError(f"layers0 do not chain: {error}") from None
+    if (layers0[-1].shape[1], layers0[0].shape[2]) != M.shape or not np.all(np.isfinite(M)):
+        raise ValueError(f"M must be a finite {layers0[-1].shape[1]}×{layers0[0].shape[2]} matrix, got shape {M.shape}")
+    runs = layers0[0].shape[0]
+    lam = np.broadcast_to(np.asarray(lam, dtype=np.float64), (runs,)).copy()
+    if not np.all(np.isfinite(lam) & (lam >= 0)):
+        raise ValueError(f"lam must be finite and ≥ 0 (one value or one per run), got {lam!r}")
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
+        raise ValueError(f"steps must be a positive integer, got {steps!r}")
+    checkpoints = log_checkpoints(steps, 40) if checkpoints is None else np.unique(np.asarray(checkpoints, dtype=int))
+    if checkpoints.size == 0 or checkpoints.min() < 0 or checkpoints.max() > steps:
+        raise ValueError(f"checkpoints must be a non-empty set of steps in [0, {steps}]")
+    schedule = _check_step_size(lr)
+    device = torch.device(device)
+    dtype = _dtype(device)
+    tensor = lambda a: None if a is None else torch.as_tensor(a, device=device, dtype=dtype)  # noqa: E731
+    M_t, lam_t, C_t = tensor(M), tensor(lam), tensor(S)
+    layers = [tensor(W).clone().requires_grad_(True) for W in layers0]
+
+    def step(t: int) -> None:
+        gradients = torch.autograd.grad(deep.batched_objective(M_t, layers, lam_t, C_t).sum(), layers)
+        with torch.no_grad():
+            for W, G in zip(layers, gradients):
+                W.sub_(schedule(t) * G)
+
+    recorded = _train(layers, steps, checkpoints, step, metrics, False, progress, "deep gradient descent")
+    return DeepTrajectory(steps=recorded[0], metrics=recorded[1], final_layers=[_to_numpy(W) for W in layers])

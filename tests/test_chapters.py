@@ -97,6 +97,26 @@ PLANTED_BUGS = {
         "E.importance_scores = lambda U, V: np.sum(np.asarray(U)**2, axis=-2) * np.sum(np.asarray(V)**2, axis=-2)",
         "equalization.optimum.rho-below-r.scores",
     ),
+    "the one-hidden-layer rate λ/d in place of ν": (
+        "deep-linear",
+        "import dropnb.deep as D\n"
+        "D.effective_rate = lambda widths, lam: lam / min(widths)",
+        "deep-linear.nu.closed-form",
+    ),
+    "λA in place of λ Diag(A) in the moment propagation": (
+        "deep-linear",
+        "import torch, dropnb.deep as D\n"
+        "def _buggy_sub(layers, S=None):\n"
+        "    k, first = len(layers) - 1, layers[0]\n"
+        "    P = torch.zeros((k + 1, *first.shape[:-2], first.shape[-1], first.shape[-1]), dtype=first.dtype)\n"
+        "    P[0] = torch.eye(first.shape[-1]) if S is None else S\n"
+        "    for W in layers[:-1]:\n"
+        "        P = W @ P @ W.transpose(-1, -2)\n"
+        "        P = torch.cat([P[:1], P[1:] + P[:-1]])\n"
+        "    return torch.movedim(((layers[-1] @ P[1:]) * layers[-1]).sum((-2, -1)), 0, -1)\n"
+        "D.batched_sub_regularizers = _buggy_sub",
+        "deep-linear.prop8.three-ways.3-2-3-2-2",
+    ),
 }
 
 

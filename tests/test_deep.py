@@ -3,6 +3,7 @@
 import itertools
 
 import numpy as np
+import torch
 import pytest
 
 from dropnb import deep, linear, masks
@@ -70,7 +71,7 @@ def test_network_map():
 @pytest.mark.parametrize("call, match", [
     (lambda: deep.moment_regularizer([np.ones((2, 3))], 0.5), "at least two"),
     (lambda: deep.moment_regularizer([np.ones((2, 3)), np.ones((2, 3))], 0.5), "columns"),
-    (lambda: deep.moment_regularizer([np.ones((2, 3)), np.ones((1, 2))], 0.5, C=np.ones((2, 2))), "C"),
+    (lambda: deep.moment_regularizer([np.ones((2, 3)), np.ones((1, 2))], 0.5, S=np.ones((2, 2))), "S must"),
     (lambda: deep.moment_regularizer([np.ones((2, 3)), np.ones((1, 2))], 0.0), "retain"),
     (lambda: deep.enumerated_regularizer([np.ones((9, 3)), np.ones((9, 9)), np.ones((1, 9))], 0.5), "enumerate"),
     (lambda: deep.objective(np.ones((2, 3)), [np.ones((2, 3)), np.ones((1, 2))], 0.5), "M"),
@@ -79,5 +80,100 @@ def test_network_map():
     (lambda: deep.effective_rate([2], -1.0), "lam"),
 ])
 def test_bad_input_raises(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+@pytest.mark.parametrize("widths", ARCHITECTURES)
+def test_sub_regularizers_by_moments_and_by_pivots_agree(widths):
+    layers, S = network(widths, seed=7 + sum(widths))
+    np.testing.assert_allclose(deep.sub_regularizers(layers, S), deep.pivot_sub_regularizers(layers, S), rtol=1e-12)
+
+
+def test_batched_regularizer_matches_per_network_values_with_a_rate_per_network():
+    nets = [network((3, 2, 4, 2), seed=s)[0] for s in range(3)]
+    S = network((3, 2, 4, 2), seed=0)[1]
+    stacked = [torch.tensor(np.stack(layer)) for layer in zip(*nets)]
+    retains = np.array([0.3, 0.6, 0.9])
+    batched = deep.batched_regularizer(stacked, torch.tensor((1 - retains) / retains), torch.tensor(S)).numpy()
+    expected = [deep.moment_regularizer(layers, retain, S) for layers, retain in zip(nets, retains)]
+    np.testing.assert_allclose(batched, expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("widths", [(2,), (3, 5), (4, 4, 1, 7)])
+def test_envelope_weights_sum_to_nu(widths):
+    lam = 0.8
+    weights = deep.envelope_weights(widths)
+    assert len(weights) == len(widths)
+    assert np.polyval(np.append(weights[::-1], 0.0), lam) == pytest.approx(deep.effective_rate(widths, lam), rel=1e-14)
+
+
+def test_gaps_are_nonnegative_and_vanish_for_the_rank_one_construction():
+    layers, S = network((3, 4, 2, 5, 2), seed=11)
+    assert np.all(deep.equalization_gaps(layers, S) > 0)
+    rng = np.random.default_rng(12)
+    equalized = deep.rank_one_implementation(rng.standard_normal(2), rng.standard_normal(3), (4, 2, 5))
+    np.testing.assert_allclose(deep.equalization_gaps(equalized, S), 0, atol=1e-13)
+    nu = deep.effective_rate((4, 2, 5), 0.5 / 0.5)
+    assert deep.moment_regularizer(equalized, 0.5, S) == pytest.approx(
+        nu * deep.nuclear_norm(deep.network_map(equalized), S) ** 2, rel=1e-13)
+
+
+def test_balanced_implementation_computes_the_map():
+    rng = np.random.default_rng(13)
+    W = rng.standard_normal((4, 2)) @ rng.standard_normal((2, 5))
+    layers = deep.balanced_implementation(W, (3, 2, 6))
+    assert [L.shape for L in layers] == [(3, 5), (2, 3), (6, 2), (4, 6)]
+    np.testing.assert_allclose(deep.network_map(layers), W, atol=1e-13)
+    with pytest.raises(ValueError, match="rank"):
+        deep.balanced_implementation(rng.standard_normal((4, 5)), (3, 2))
+
+
+def test_global_optimum_under_the_gap_condition_is_implemented_and_bounds_every_network():
+    rng = np.random.default_rng(14)
+    S = network((3, 3, 3, 3), seed=15)[1]
+    M = rng.standard_normal((3, 3)) * 0.1 + 2 * np.outer(rng.standard_normal(3), rng.standard_normal(3))
+    optimum = deep.global_optimum(M, (3, 3), 1.0, S)
+    assert optimum.rank == 1 and optimum.rate == pytest.approx(7 / 9)
+    assert deep.objective(M, optimum.layers, 0.5, S) == pytest.approx(optimum.value, rel=1e-12)
+    np.testing.assert_allclose(deep.network_map(optimum.layers), optimum.W, atol=1e-12)
+    for seed in range(20):
+        layers = network((3, 3, 3, 3), seed=100 + seed)[0]
+        assert deep.objective(M, layers, 0.5, S) >= optimum.value
+
+
+def test_global_optimum_without_the_gap_has_higher_rank_and_no_layers():
+    optimum = deep.global_optimum(np.diag([1.0, 0.9, 0.2]), (3, 3), 1.0)
+    assert optimum.rank == 2 and optimum.layers is None
+    alpha = optimum.rate * 1.9 / (1 + 2 * optimum.rate)
+    assert optimum.threshold == pytest.approx(alpha)
+    np.testing.assert_allclose(optimum.W, np.diag([1.0 - alpha, 0.9 - alpha, 0.0]), atol=1e-14)
+
+
+def test_sampled_regularizer_is_unbiased():
+    layers, _ = network((3, 4, 3, 2), seed=16)
+    samples = deep.sampled_regularizer(layers, 0.6, 200_000, np.random.default_rng(17))
+    z = (samples.mean() - deep.moment_regularizer(layers, 0.6)) / (samples.std() / np.sqrt(samples.size))
+    assert abs(z) < 5
+
+
+def test_flat_objective_matches_the_objective():
+    layers, S = network((3, 2, 4, 2), seed=18)
+    M = np.random.default_rng(19).standard_normal((2, 3))
+    fun, unpack = deep.flat_objective(M, (3, 2, 4, 2), 1.5, S)
+    x = np.concatenate([W.ravel() for W in layers])
+    assert float(fun(torch.tensor(x))) == pytest.approx(deep.objective(M, layers, 1 / 2.5, S), rel=1e-13)
+    for a, b in zip(unpack(x), layers):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: deep.envelope_weights([0]), "hidden_widths"),
+    (lambda: deep.global_optimum(np.ones((2, 2)), (2,), 1.0, S=-np.eye(2)), "positive definite"),
+    (lambda: deep.flat_objective(np.ones((2, 3)), (3, 2, 3), 1.0), "architecture"),
+    (lambda: deep.sampled_regularizer([np.ones((2, 3)), np.ones((1, 2))], 0.5, 0, np.random.default_rng()), "n must"),
+    (lambda: deep.rank_one_implementation(np.ones(2), np.ones(3), ()), "hidden_widths"),
+])
+def test_new_functions_reject_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from dropnb import linear, training
+from dropnb import deep, linear, optimize, training
 from dropnb.claims import roundoff_tolerance
 from dropnb.masks import Bernoulli, Blocks, Finite
 from dropnb.training import Trajectory, algorithm1, log_checkpoints
@@ -304,3 +304,58 @@ def test_more_bad_input(changes, match):
     arguments = dict(M=_M, U0=_U0, V0=_V0, mask=Bernoulli(R, 0.5), lr=0.01, steps=10) | changes
     with pytest.raises(ValueError, match=match):
         algorithm1(**arguments, generator=torch.Generator().manual_seed(0), progress=False)
+
+
+def deep_starts(sizes, runs, seed, scale=0.3):
+    rng = np.random.default_rng(seed)
+    return [scale * rng.standard_normal((runs, b, a)) for a, b in zip(sizes, sizes[1:])]
+
+
+def test_deep_gradient_descent_decreases_the_objective_for_each_rate():
+    sizes, M = (3, 4, 4, 2), np.random.default_rng(30).standard_normal((2, 3))
+    lams = np.array([0.1, 1.0, 3.0])
+    run = training.deep_gradient_descent(M, deep_starts(sizes, 3, 31), lams, 0.02, 300,
+                                         metrics=training.deep_metrics(M, lams), progress=False)
+    f = run.metrics["objective"]
+    assert f.shape == (len(run.steps), 3) and np.all(np.diff(f, axis=0) <= 1e-12)
+    for n, lam in enumerate(lams):
+        layers = [W[n] for W in run.final_layers]
+        assert f[-1, n] == pytest.approx(deep.objective(M, layers, 1 / (1 + lam)), rel=1e-12)
+        assert f[-1, n] >= deep.global_optimum(M, sizes[1:-1], lam).value
+    sub = run.metrics["sub_regularizers"]
+    assert sub.shape == (len(run.steps), 3, 2)
+    assert run.metrics["singular_values"].shape == (len(run.steps), 3, 2)
+
+
+def test_deep_gradient_descent_follows_the_autograd_gradient_for_one_step():
+    sizes, M = (2, 3, 2), np.random.default_rng(32).standard_normal((2, 2))
+    starts = deep_starts(sizes, 1, 33)
+    run = training.deep_gradient_descent(M, starts, 0.5, 0.1, 1, progress=False)
+    fun, unpack = deep.flat_objective(M, sizes, 0.5)
+    x = np.concatenate([W[0].ravel() for W in starts])
+    _, gradient = optimize.value_and_gradient(fun, x)
+    for got, expected in zip(run.final_layers, unpack(x - 0.1 * gradient)):
+        np.testing.assert_allclose(got[0], expected, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(layers0=[np.ones((1, 2, 2))]), "at least two"),
+    (dict(layers0=[np.ones((1, 3, 2)), np.ones((1, 2, 2))]), "chain"),
+    (dict(M=np.ones((3, 2))), "M must"),
+    (dict(lam=-1.0), "lam"),
+    (dict(steps=0), "steps"),
+    (dict(lr=0.0), "lr"),
+    (dict(checkpoints=[5]), "checkpoints"),
+])
+def test_deep_gradient_descent_rejects_bad_input(kwargs, match):
+    arguments = dict(M=np.ones((2, 2)), layers0=[np.ones((1, 3, 2)), np.ones((1, 2, 3))], lam=0.5, lr=0.1, steps=2,
+                     progress=False)
+    arguments.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        training.deep_gradient_descent(**arguments)
+
+
+def test_deep_gradient_descent_reports_divergence():
+    with pytest.raises(FloatingPointError, match="diverged"):
+        training.deep_gradient_descent(np.ones((2, 2)) * 10, deep_starts((2, 3, 2), 1, 34, scale=3.0), 0.5, 10.0, 50,
+                                       progress=False)
