@@ -95,6 +95,16 @@ def _check_step_size(lr: StepSize) -> Callable[[int], float]:
     return schedule
 
 
+def _check_checkpoints(steps, checkpoints) -> np.ndarray:
+    """The sorted distinct checkpoint steps in [0, steps] (about 40 log-spaced ones if None)."""
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
+        raise ValueError(f"steps must be a positive integer, got {steps!r}")
+    checkpoints = log_checkpoints(steps, 40) if checkpoints is None else np.unique(np.asarray(checkpoints, dtype=int))
+    if checkpoints.size == 0 or checkpoints.min() < 0 or checkpoints.max() > steps:
+        raise ValueError(f"checkpoints must be a non-empty set of steps in [0, {steps}]")
+    return checkpoints
+
+
 def _check_problem(M, U0, V0, mask, steps, checkpoints) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     M = np.asarray(M, dtype=np.float64)
     U0, V0 = np.asarray(U0, dtype=np.float64), np.asarray(V0, dtype=np.float64)
@@ -107,12 +117,7 @@ def _check_problem(M, U0, V0, mask, steps, checkpoints) -> tuple[np.ndarray, np.
         raise ValueError("M, U0 and V0 must be finite")
     if not isinstance(mask, MaskDistribution) or mask.width != U0.shape[2]:
         raise ValueError(f"mask must be a MaskDistribution of width {U0.shape[2]}, got {mask!r}")
-    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
-        raise ValueError(f"steps must be a positive integer, got {steps!r}")
-    checkpoints = log_checkpoints(steps, 40) if checkpoints is None else np.unique(np.asarray(checkpoints, dtype=int))
-    if checkpoints.size == 0 or checkpoints.min() < 0 or checkpoints.max() > steps:
-        raise ValueError(f"checkpoints must be a non-empty set of steps in [0, {steps}]")
-    return M, U0, V0, checkpoints
+    return M, U0, V0, _check_checkpoints(steps, checkpoints)
 
 
 def _train(weights: list[torch.Tensor], steps: int, checkpoints: np.ndarray, step: Callable[[int], None],
@@ -311,11 +316,7 @@ def deep_gradient_descent(
     lam = np.broadcast_to(np.asarray(lam, dtype=np.float64), (runs,)).copy()
     if not np.all(np.isfinite(lam) & (lam >= 0)):
         raise ValueError(f"lam must be finite and ≥ 0 (one value or one per run), got {lam!r}")
-    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
-        raise ValueError(f"steps must be a positive integer, got {steps!r}")
-    checkpoints = log_checkpoints(steps, 40) if checkpoints is None else np.unique(np.asarray(checkpoints, dtype=int))
-    if checkpoints.size == 0 or checkpoints.min() < 0 or checkpoints.max() > steps:
-        raise ValueError(f"checkpoints must be a non-empty set of steps in [0, {steps}]")
+    checkpoints = _check_checkpoints(steps, checkpoints)
     schedule = _check_step_size(lr)
     device = torch.device(device)
     dtype = _dtype(device)
