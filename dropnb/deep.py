@@ -199,8 +199,9 @@ def sampled_regularizer(layers, retain: float, n: int, rng: np.random.Generator,
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"n must be a positive integer, got {n!r}")
     d0 = layers[0].shape[1]
-    x = rng.standard_normal((n, d0))
-    if input_factor is not None:
+    if input_factor is None:
+        x = rng.standard_normal((n, d0))
+    else:
         A = check_matrix(input_factor, "input_factor")
         if A.shape[0] != d0:
             raise ValueError(f"input_factor must have {d0} rows, got shape {A.shape}")
