@@ -221,3 +221,18 @@ def flat_objective(M, width: int, lam: float, tied: bool = False):
         return U, U if tied else np.asarray(x[split:]).reshape(d2, r)
 
     return objective, unpack
+
+
+def column_rotation(U: torch.Tensor, i: int, j: int, t: torch.Tensor) -> torch.Tensor:
+    """U with columns i and j turned by the angle arcsin t: uᵢ ← √(1−t²)uᵢ + t uⱼ,
+    uⱼ ← √(1−t²)uⱼ − t uᵢ. UUᵀ is unchanged; differentiable in t (and U) for |t| < 1."""
+    r = U.shape[-1]
+    if not (0 <= i < r and 0 <= j < r and i != j):
+        raise ValueError(f"i and j must be two different column indices below {r}, got {i} and {j}")
+    if not abs(float(t.detach())) < 1:
+        raise ValueError(f"t must lie in (-1, 1), got {float(t.detach())!r}")
+    c = torch.sqrt(1 - t**2)
+    turned = U.clone()
+    turned[..., i] = c * U[..., i] + t * U[..., j]
+    turned[..., j] = c * U[..., j] - t * U[..., i]
+    return turned

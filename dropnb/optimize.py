@@ -40,6 +40,17 @@ def hessian(fun: Objective, x: np.ndarray) -> np.ndarray:
     return (H + H.T) / 2
 
 
+def curve_second_derivative(fun: Objective, curve: Callable[[torch.Tensor], torch.Tensor], t: float = 0.0) -> float:
+    """g''(t) for g(t) = f(x(t)), by autograd (exact up to roundoff): the curvature of ``fun`` along
+    the twice differentiable curve ``curve``, which maps a scalar tensor t to a flat vector x(t)."""
+    if not np.isfinite(t):
+        raise ValueError(f"t must be finite, got {t!r}")
+    s = torch.tensor(float(t), dtype=torch.float64, requires_grad=True)
+    (first,) = torch.autograd.grad(fun(curve(s)), s, create_graph=True)
+    (second,) = torch.autograd.grad(first, s)
+    return float(second)
+
+
 @dataclass(frozen=True)
 class Certificate:
     """Where a minimization ended: ``x``, ``value``, ``gradient_norm`` g, ``curvature`` μ (the

@@ -85,3 +85,42 @@ def test_bad_input_raises(call, match):
 def test_certificate_without_curvature_gives_no_bound():
     certificate = optimize.certify(lambda x: 0.0 * x.sum(), np.ones(2))
     assert certificate.curvature == 0.0 and certificate.distance == float("inf") and certificate.value_gap == float("inf")
+
+
+def test_curve_second_derivative_of_a_quadratic_along_a_parabola():
+    # f(x) = ½(x₀² + 4x₁²) along x(t) = (1 + t², t): g(t) = ½(1 + t²)² + 2t², g''(0) = 2 + 4 = 6.
+    curve = lambda t: torch.stack([1 + t**2, t])
+    assert optimize.curve_second_derivative(quadratic, curve) == pytest.approx(6.0, abs=1e-14)
+    # g''(t) = 6t² + 2 + 4 at t = 0.5
+    assert optimize.curve_second_derivative(quadratic, curve, 0.5) == pytest.approx(7.5, abs=1e-14)
+
+
+def test_curve_second_derivative_rejects_nonfinite_t():
+    with pytest.raises(ValueError, match="finite"):
+        optimize.curve_second_derivative(quadratic, lambda t: torch.stack([t, t]), float("nan"))
+
+
+def test_column_rotation_keeps_the_product_and_turns_the_columns():
+    rng = np.random.default_rng(0)
+    U = torch.tensor(rng.standard_normal((4, 3)))
+    t = torch.tensor(0.6, dtype=torch.float64)
+    turned = linear.column_rotation(U, 0, 2, t)
+    torch.testing.assert_close(turned @ turned.T, U @ U.T, rtol=0, atol=1e-13)
+    torch.testing.assert_close(turned[:, 0], 0.8 * U[:, 0] + 0.6 * U[:, 2], rtol=0, atol=1e-15)
+    torch.testing.assert_close(turned[:, 1], U[:, 1], rtol=0, atol=0)
+
+
+def test_tied_curvature_along_a_column_rotation():
+    # at u₁ ⊥ u₂ the rotation changes only λ(‖u₁‖⁴ + ‖u₂‖⁴): g''(0) = −4λ(‖u₁‖² − ‖u₂‖²)²
+    U = np.diag([2.0, 1.0, 0.5])[:, :2]
+    lam = 0.3
+    fun, _ = linear.flat_objective(np.eye(3), 2, lam, tied=True)
+    U_t = torch.tensor(U)
+    curve = lambda t: linear.column_rotation(U_t, 0, 1, t).reshape(-1)
+    assert optimize.curve_second_derivative(fun, curve) == pytest.approx(-4 * lam * (4.0 - 1.0) ** 2, abs=1e-12)
+
+
+@pytest.mark.parametrize("i, j, t, match", [(0, 0, 0.1, "different"), (0, 3, 0.1, "different"), (0, 1, 1.0, "t must")])
+def test_column_rotation_rejects_bad_input(i, j, t, match):
+    with pytest.raises(ValueError, match=match):
+        linear.column_rotation(torch.ones(2, 3), i, j, torch.tensor(t))
