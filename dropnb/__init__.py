@@ -6,6 +6,8 @@ Modules by concept: :mod:`~dropnb.config` (profile, seeds, device), :mod:`~dropn
 linear networks with dropout on every hidden layer), :mod:`~dropnb.equalizer`
 (equalizers and equalized factorizations), :mod:`~dropnb.shrinkage` (the closed-form global
 optimum), :mod:`~dropnb.training` (batched dropout SGD and gradient descent),
+:mod:`~dropnb.structured` (DropBlock: the spectral s-support norm and the closed-form
+minimum), :mod:`~dropnb.dropconnect` (DropConnect's objective),
 :mod:`~dropnb.optimize` (L-BFGS with error certificates), :mod:`~dropnb.stats`,
 :mod:`~dropnb.data`, :mod:`~dropnb.plotting` (figure style).
 """

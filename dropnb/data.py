@@ -49,3 +49,18 @@ def matrix_with_spectrum(spectrum, shape: tuple[int, int], rng: np.random.Genera
         raise ValueError(f"spectrum must be at most {min(d1, d2)} finite non-negative values, got {spectrum!r}")
     k = len(s)
     return (haar_orthogonal(d1, rng)[:, :k] * s) @ haar_orthogonal(d2, rng)[:, :k].T
+
+
+def population_form(X, Y) -> tuple[np.ndarray, np.ndarray, float]:
+    """A finite data set as the book's population form: inputs X (d₂ × N) and targets Y (d₁ × N)
+    as columns give S = XXᵀ, M = YX⁺ and c = ‖Y(I − P_X)‖²_F (P_X the projector onto the row
+    space of X), so that ‖Y − WX‖²_F = tr((M − W)S(M − W)ᵀ) + c for every map W. X need not have
+    full rank: only YP_X = MX can be fitted, and c is the part no network reaches."""
+    X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
+    if X.ndim != 2 or Y.ndim != 2 or X.shape[1] != Y.shape[1] or X.size == 0 or Y.size == 0:
+        raise ValueError(f"X and Y must be (d2, N) and (d1, N) arrays with the same N ≥ 1 columns, "
+                         f"got shapes {X.shape} and {Y.shape}")
+    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(Y))):
+        raise ValueError("X and Y must be finite")
+    M = Y @ np.linalg.pinv(X)
+    return M, X @ X.T, float(np.sum((Y - M @ X) ** 2))

@@ -201,20 +201,30 @@ def batched_objective(M: torch.Tensor, U: torch.Tensor, V: torch.Tensor, cbar: t
     return loss + (cbar * (U.transpose(-1, -2) @ U) * (V.transpose(-1, -2) @ SV)).sum((-2, -1))
 
 
-def flat_objective(M, width: int, lam: float, tied: bool = False):
+def flat_objective(M, width: int, lam: float, tied: bool = False, mask: MaskDistribution | None = None, S=None):
     """f as a torch function of one flat vector, for optimizers: x = (vec U, vec V) ↦
     ‖M − UVᵀ‖²_F + λ Σᵢ‖uᵢ‖²‖vᵢ‖², or x = vec U ↦ ‖M − UUᵀ‖²_F + λ Σᵢ‖uᵢ‖⁴ when ``tied``.
+    Given a ``mask`` (then ``lam`` is ignored and may be None) and an input second moment ``S``,
+    it is the general objective tr((M − UVᵀ)S(M − UVᵀ)ᵀ) + ⟨C̄, UᵀU ⊙ VᵀSV⟩ instead.
     Returns (objective, unpack) where unpack(x) gives the numpy factors (U, V) (V = U if tied)."""
     M = check_matrix(M, "M")
     if tied and M.shape[0] != M.shape[1]:
         raise ValueError(f"M must be square for the tied problem, got shape {M.shape}")
-    (d1, d2), r, lam = M.shape, check_width(width), check_rate(lam)
-    M_t, cbar = torch.tensor(M), lam * torch.eye(r, dtype=torch.float64)
+    if tied and (mask is not None or S is not None):
+        raise ValueError("the tied problem takes neither a mask nor S")
+    (d1, d2), r = M.shape, check_width(width)
+    cbar = check_rate(lam) * np.eye(r) if mask is None else _check_mask(mask, r).characteristic
+    if S is not None:
+        S = check_matrix(S, "S")
+        if S.shape != (d2, d2):
+            raise ValueError(f"S must be ({d2}, {d2}) to match M, got {S.shape}")
+    M_t, cbar_t = torch.tensor(M), torch.tensor(cbar)
+    S_t = None if S is None else torch.tensor(S)
     split = d1 * r
 
     def objective(x: torch.Tensor) -> torch.Tensor:
         U = x[:split].reshape(d1, r)
-        return batched_objective(M_t, U, U if tied else x[split:].reshape(d2, r), cbar)
+        return batched_objective(M_t, U, U if tied else x[split:].reshape(d2, r), cbar_t, S_t)
 
     def unpack(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         U = np.asarray(x[:split]).reshape(d1, r)

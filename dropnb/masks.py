@@ -227,3 +227,167 @@ class Finite(MaskDistribution):
 
     def _patterns(self):
         return self.patterns.copy(), self.probs.copy()
+
+
+EXPANSIONS = ("keep", "drop")
+
+
+def _check_window(window: int) -> int:
+    if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1 or window % 2 == 0:
+        raise ValueError(f"window must be an odd positive integer, got {window!r}")
+    return int(window)
+
+
+def _check_expansion(expansion: str) -> str:
+    if not isinstance(expansion, str) or expansion not in EXPANSIONS:
+        raise ValueError(f"expansion must be 'keep' or 'drop', got {expansion!r}")
+    return expansion
+
+
+def _check_seed_probability(seed_probability: float, expansion: str) -> float:
+    # keep: a seed probability 0 keeps nothing; drop: 1 drops everything. Either makes μ = 0.
+    interval = "(0, 1]" if expansion == "keep" else "[0, 1)"
+    message = (f"seed_probability must be a probability in {interval} for expansion {expansion!r}, "
+               f"got {seed_probability!r}")
+    if isinstance(seed_probability, bool):
+        raise ValueError(message)
+    try:
+        value = float(seed_probability)
+    except (TypeError, ValueError):
+        raise ValueError(message) from None
+    if not (0 < value <= 1 if expansion == "keep" else 0 <= value < 1):
+        raise ValueError(message)
+    return value
+
+
+def sliding_window_retain(seed_probability: float, window: int, expansion: str) -> float:
+    """The marginal retain probability P(bᵢ = 1) of a sliding-window mask with the given seeds.
+
+    keep: seeds wⱼ ~ Bernoulli(θ'), θ' = ``seed_probability``, unit kept iff some seed of its
+    window is 1: P(bᵢ = 1) = 1 − (1 − θ')ⁿ. drop: seeds sⱼ ~ Bernoulli(γ), γ = ``seed_probability``,
+    unit dropped iff some seed of its window is 1: P(bᵢ = 1) = (1 − γ)ⁿ.
+
+    The paper's "same θ" reading of Section 5.3 uses the DropBlock retain probability as θ'
+    directly: ``1 - sliding_window_retain(0.5, 3, "keep")`` = 0.5³ = 0.125 and window 5 gives
+    0.5⁵ ≈ 0.031, a *lower* effective drop rate than DropBlock's 0.5 (with Ghiasi's semantics,
+    γ = 1 − θ = 0.5 gives 1 − 0.5ⁿ = 0.875 and ≈ 0.969 instead).
+    """
+    n, expansion = _check_window(window), _check_expansion(expansion)
+    inactive = 1.0 - _check_seed_probability(seed_probability, expansion)
+    return 1.0 - inactive**n if expansion == "keep" else inactive**n
+
+
+def sliding_window_seed_probability(retain: float, window: int, expansion: str) -> float:
+    """The seed probability that makes the marginal retain probability θ (inverse of
+    :func:`sliding_window_retain`): θ' = 1 − (1 − θ)^{1/n} (keep), γ = 1 − θ^{1/n} (drop).
+    E.g. θ = 0.5 gives θ' ≈ 0.2063 for n = 3 and ≈ 0.1294 for n = 5."""
+    return 1.0 - _inactive_seed_probability(check_retain(retain), _check_window(window), _check_expansion(expansion))
+
+
+def _inactive_seed_probability(retain: float, window: int, expansion: str) -> float:
+    """t = P(seed is 0) with marginal retain θ: (1 − θ)^{1/n} (keep) or θ^{1/n} (drop)."""
+    return (1.0 - retain) ** (1.0 / window) if expansion == "keep" else retain ** (1.0 / window)
+
+
+class SlidingWindow(MaskDistribution):
+    """Sliding-window masks on a line of r units ("DropBlockOriginal", Section 5.3 of Pal et al.):
+    every unit i has a window Wᵢ of n (odd) consecutive seeds centred on it, and b is a function
+    of the seeds in the windows.
+
+    * ``expansion="keep"`` (the paper's stated semantics): seeds wⱼ ~ Bernoulli(θ'), unit i kept
+      iff some seed of Wᵢ is 1, bᵢ = maxⱼ∈Wᵢ wⱼ; θ' = 1 − (1 − θ)^{1/n}.
+    * ``expansion="drop"`` (Ghiasi et al.'s DropBlock): seeds sⱼ ~ Bernoulli(γ), unit i dropped
+      iff some seed of Wᵢ is 1, bᵢ = 1 − maxⱼ∈Wᵢ sⱼ; γ = 1 − θ^{1/n}.
+
+    Edges: the seeds live on an extended line of r + n − 1 positions (the unit line padded by
+    (n − 1)/2 seeds on each side), seed j = 0, …, r + n − 2 sitting at unit position j − (n − 1)/2,
+    and Wᵢ = {i, …, i + n − 1} in seed indices. Every window therefore holds exactly n seeds and
+    every unit has the marginal P(bᵢ = 1) = θ exactly; units near the edges are not
+    special. (Padding with inactive seeds instead would lower the edge marginals.)
+
+    Moments, with t = P(seed is 0) (t = 1 − θ' for keep, t = 1 − γ for drop) and the overlap
+    oᵢₗ = |Wᵢ ∩ Wₗ| = max(0, n − |i − l|), so |Wᵢ ∪ Wₗ| = 2n − oᵢₗ:
+
+    * keep: μ = 1 − tⁿ = θ and, by inclusion–exclusion on {bᵢ = 0} = {all of Wᵢ is 0},
+      E[bᵢbₗ] = 1 − 2tⁿ + t^{2n−oᵢₗ} = μ² + t^{2n−oᵢₗ}(1 − t^{oᵢₗ});
+    * drop: μ = tⁿ = θ and E[bᵢbₗ] = P(all of Wᵢ ∪ Wₗ is 0) = t^{2n−oᵢₗ}.
+
+    So Cov(bᵢ, bₗ) = t^{2n−o}(1 − t^{o}) (keep) or t^{2n−o} − t^{2n} (drop): banded, zero for
+    |i − l| ≥ n; at θ = 1/2 both expansions have t = 2^{−1/n} and the same mean, covariance and
+    C̄. Window 1 is Bernoulli(r, θ). :meth:`enumerate` lists one row per seed configuration
+    (2^{r+n−1} rows; distinct seeds may give the same mask, so rows repeat).
+
+    The paper's window {j : |i − j| ≤ k} is n = 2k + 1 here (its formula writes 2k − 1, F10);
+    :func:`sliding_window_retain` and :meth:`from_seed_probability` give its "same θ" reading.
+    """
+
+    def __init__(self, width: int, window: int, retain: float, expansion: str):
+        self._set(width, window, expansion, check_retain(retain), None)
+
+    @classmethod
+    def from_seed_probability(cls, width: int, window: int, seed_probability: float,
+                              expansion: str) -> "SlidingWindow":
+        """The mask whose seeds are 1 with probability ``seed_probability`` (θ' for keep, γ for
+        drop); its ``retain`` is :func:`sliding_window_retain`. E.g. the paper's same-θ reading
+        ``from_seed_probability(r, 3, 0.5, "keep")`` has retain 0.875."""
+        mask = cls.__new__(cls)
+        n, expansion = _check_window(window), _check_expansion(expansion)
+        inactive = 1.0 - _check_seed_probability(seed_probability, expansion)
+        mask._set(width, n, expansion, 1.0 - inactive**n if expansion == "keep" else inactive**n, inactive)
+        return mask
+
+    def _set(self, width, window, expansion, retain, inactive):
+        self.width = check_width(width)
+        self.window = _check_window(window)
+        self.expansion = _check_expansion(expansion)
+        self.retain = retain
+        self._inactive = _inactive_seed_probability(retain, self.window, expansion) if inactive is None else inactive
+        self.seed_probability = 1.0 - self._inactive
+        self.seeds = self.width + self.window - 1
+
+    def __repr__(self) -> str:
+        return (f"SlidingWindow(width={self.width}, window={self.window}, retain={self.retain}, "
+                f"expansion={self.expansion!r})")
+
+    @property
+    def mean(self):
+        return np.full(self.width, self.retain)
+
+    @property
+    def second_moment(self):
+        n, t = self.window, self._inactive
+        index = np.arange(self.width)
+        overlap = np.maximum(0, n - np.abs(index[:, None] - index[None, :]))
+        union = t ** (2 * n - overlap)
+        if self.expansion == "keep":
+            second = self.retain**2 + union * (1.0 - t**overlap)
+        else:
+            second = union
+        np.fill_diagonal(second, self.retain)  # E[bᵢ²] = E[bᵢ] for a binary mask
+        return second
+
+    def _expand(self, active):
+        """Masks from seed indicators (…, r + n − 1) of either library: any active seed per window."""
+        if isinstance(active, torch.Tensor):
+            hit = active.unfold(-1, self.window, 1).any(-1)
+        else:
+            hit = np.lib.stride_tricks.sliding_window_view(active, self.window, axis=-1).any(-1)
+        return hit if self.expansion == "keep" else ~hit
+
+    def sample(self, shape, rng):
+        active = rng.random((*_batch_shape(shape), self.seeds)) < self.seed_probability
+        return self._expand(active).astype(np.float64)
+
+    def sample_torch(self, shape, generator, dtype=torch.float64):
+        uniform = torch.rand((*_batch_shape(shape), self.seeds), generator=generator,
+                             device=generator.device, dtype=dtype)
+        return self._expand(uniform < self.seed_probability).to(dtype)
+
+    def support_size(self):
+        return 2**self.seeds
+
+    def _patterns(self):
+        active = np.array(list(itertools.product((False, True), repeat=self.seeds)), dtype=bool)
+        count = active.sum(axis=1)
+        probs = self.seed_probability**count * self._inactive ** (self.seeds - count)
+        return self._expand(active).astype(np.float64), probs

@@ -9,6 +9,7 @@ functions of the batched weights returning tensors with a leading run dimension 
 
 * :func:`algorithm1` is dropout SGD on fresh samples (Algorithm 1 of Mianjy et al. 2018), with
   minibatches and a step-size schedule as options.
+* :func:`dropconnect_sgd` is the same with DropConnect masks on the input weights.
 * :func:`gradient_descent` follows the expected direction of Algorithm 1, ½∇f·diag(μ), without
   noise: the deterministic reference for the same step sizes.
 * :func:`deep_gradient_descent` does the same for deep linear networks with dropout on every
@@ -27,7 +28,7 @@ from tqdm.auto import tqdm
 
 from . import deep
 from .linear import batched_objective
-from .masks import MaskDistribution
+from .masks import MaskDistribution, check_retain
 
 Metrics = Callable[[torch.Tensor, torch.Tensor], dict[str, torch.Tensor]]
 StepSize = float | Callable[[int], float]
@@ -105,7 +106,7 @@ def _check_checkpoints(steps, checkpoints) -> np.ndarray:
     return checkpoints
 
 
-def _check_problem(M, U0, V0, mask, steps, checkpoints) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _check_problem(M, U0, V0, mask: MaskDistribution | None, steps, checkpoints) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     M = np.asarray(M, dtype=np.float64)
     U0, V0 = np.asarray(U0, dtype=np.float64), np.asarray(V0, dtype=np.float64)
     if U0.ndim != 3 or V0.ndim != 3 or U0.shape[0] != V0.shape[0] or U0.shape[2] != V0.shape[2]:
@@ -115,7 +116,7 @@ def _check_problem(M, U0, V0, mask, steps, checkpoints) -> tuple[np.ndarray, np.
                          f"got {U0.shape} and {V0.shape}")
     if not (np.all(np.isfinite(M)) and np.all(np.isfinite(U0)) and np.all(np.isfinite(V0))):
         raise ValueError("M, U0 and V0 must be finite")
-    if not isinstance(mask, MaskDistribution) or mask.width != U0.shape[2]:
+    if mask is not None and (not isinstance(mask, MaskDistribution) or mask.width != U0.shape[2]):
         raise ValueError(f"mask must be a MaskDistribution of width {U0.shape[2]}, got {mask!r}")
     return M, U0, V0, _check_checkpoints(steps, checkpoints)
 
@@ -160,6 +161,32 @@ def _dtype(device: torch.device) -> torch.dtype:
     return torch.float64 if device.type == "cpu" else torch.float32
 
 
+def _input_sampler(d2: int, runs: int, batch_size: int, input_factor, data, generator: torch.Generator,
+                   dtype: torch.dtype) -> Callable[[], torch.Tensor]:
+    """A function drawing the inputs of one step, shape (R, B, d₂): x = Az with z ~ N(0, I)
+    (A = ``input_factor``, so E[xxᵀ] = AAᵀ; A = I if omitted), or, given ``data`` X (d₂ × N),
+    B columns of X drawn uniformly with replacement (so E[xxᵀ] = XXᵀ/N)."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    device = generator.device
+    tensor = lambda a: torch.as_tensor(np.asarray(a, dtype=np.float64), device=device, dtype=dtype)  # noqa: E731
+    if data is not None:
+        if input_factor is not None:
+            raise ValueError("give either input_factor (Gaussian inputs) or data (a finite input set), not both")
+        X = np.asarray(data, dtype=np.float64)
+        if X.ndim != 2 or X.shape[0] != d2 or X.shape[1] < 1 or not np.all(np.isfinite(X)):
+            raise ValueError(f"data must be a finite ({d2}, N) array of input columns, got shape {X.shape}")
+        columns = tensor(X.T)
+        return lambda: columns[torch.randint(X.shape[1], (runs, batch_size), generator=generator, device=device)]
+    A_T = None if input_factor is None else tensor(np.asarray(input_factor, dtype=np.float64).T)
+
+    def gaussian() -> torch.Tensor:
+        x = torch.randn((runs, batch_size, d2), generator=generator, device=device, dtype=dtype)
+        return x if A_T is None else x @ A_T
+
+    return gaussian
+
+
 def algorithm1(
     M: np.ndarray,
     U0: np.ndarray,
@@ -174,11 +201,12 @@ def algorithm1(
     metrics: Metrics | None = None,
     keep_weights: bool = True,
     progress: bool = True,
+    data: np.ndarray | None = None,
 ) -> Trajectory:
     """Algorithm 1 (dropout with SGD on fresh samples) for R runs at once.
 
-    Each step t draws, for every run, B = ``batch_size`` inputs x = Az with z ~ N(0, I)
-    (A = ``input_factor``, so E[xxᵀ] = AAᵀ; A = I if omitted), then B masks b, forms
+    Each step t draws, for every run, B = ``batch_size`` inputs (see :func:`_input_sampler`:
+    Gaussian x = Az, or columns of a finite input set ``data``), then B masks b, forms
     e = U diag(b/μ) Vᵀx − y (y = Mx) and h = b ⊙ Vᵀx, and updates, with the old weights,
     U ← U − (ηₜ/B) Σ e hᵀ and V ← V − (ηₜ/B) Σ x (b ⊙ Uᵀe)ᵀ. For B = 1 and Bernoulli masks
     (μ = θ𝟙) this is the printed algorithm; its expected direction is ½∇f·diag(μ) = (θ/2)∇f.
@@ -186,21 +214,17 @@ def algorithm1(
     """
     M, U0, V0, checkpoints = _check_problem(M, U0, V0, mask, steps, checkpoints)
     schedule = _check_step_size(lr)
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     device = generator.device
     dtype = _dtype(device)
     tensor = lambda a: torch.as_tensor(a, device=device, dtype=dtype)  # noqa: E731
-    runs, d2 = U0.shape[0], M.shape[1]
+    runs = U0.shape[0]
+    draw = _input_sampler(M.shape[1], runs, batch_size, input_factor, data, generator, dtype)
     Mt_T, U, V = tensor(M.T), tensor(U0).clone(), tensor(V0).clone()
-    A_T = None if input_factor is None else tensor(np.asarray(input_factor, dtype=np.float64).T)
     inverse_mean = tensor(1 / mask.mean)
     losses = torch.empty((runs, steps), device=device, dtype=dtype)
 
     def step(t: int) -> None:
-        x = torch.randn((runs, batch_size, d2), generator=generator, device=device, dtype=dtype)
-        if A_T is not None:
-            x = x @ A_T
+        x = draw()
         b = mask.sample_torch((runs, batch_size), generator, dtype)
         hidden = b * torch.bmm(x, V)
         error = torch.bmm(hidden * inverse_mean, U.transpose(1, 2)) - x @ Mt_T
@@ -211,6 +235,54 @@ def algorithm1(
         V.baddbmm_(x.transpose(1, 2), back, alpha=-scale)
 
     recorded = _train([U, V], steps, checkpoints, step, metrics, keep_weights, progress, "Algorithm 1")
+    return _trajectory(U, V, recorded, losses.cpu().numpy().astype(np.float64))
+
+
+def dropconnect_sgd(
+    M: np.ndarray,
+    U0: np.ndarray,
+    V0: np.ndarray,
+    retain: float,
+    lr: StepSize,
+    steps: int,
+    generator: torch.Generator,
+    input_factor: np.ndarray | None = None,
+    batch_size: int = 1,
+    checkpoints: np.ndarray | None = None,
+    metrics: Metrics | None = None,
+    keep_weights: bool = True,
+    progress: bool = True,
+    data: np.ndarray | None = None,
+) -> Trajectory:
+    """DropConnect SGD for R runs at once, in the convention of :func:`algorithm1`.
+
+    Each step draws B inputs (as in :func:`algorithm1`) and, per input, a mask Z ∈ {0,1}^{d₂×r}
+    on the input weights with Z_jk ~ Bernoulli(θ); it forms h = (Z ⊙ V)ᵀx, e = Uh/θ − y (y = Mx)
+    and updates U ← U − (ηₜ/B) Σ e hᵀ, V ← V − (ηₜ/B) Σ (x (Uᵀe)ᵀ) ⊙ Z: θ times the gradient of
+    ½‖e‖², so that the expected direction is (θ/2)∇f, as for dropout in :func:`algorithm1`."""
+    retain = check_retain(retain)
+    M, U0, V0, checkpoints = _check_problem(M, U0, V0, None, steps, checkpoints)
+    schedule = _check_step_size(lr)
+    device = generator.device
+    dtype = _dtype(device)
+    tensor = lambda a: torch.as_tensor(a, device=device, dtype=dtype)  # noqa: E731
+    runs, (d2, r) = U0.shape[0], V0.shape[1:]
+    draw = _input_sampler(d2, runs, batch_size, input_factor, data, generator, dtype)
+    Mt_T, U, V = tensor(M.T), tensor(U0).clone(), tensor(V0).clone()
+    losses = torch.empty((runs, steps), device=device, dtype=dtype)
+
+    def step(t: int) -> None:
+        x = draw()
+        Z = (torch.rand((runs, batch_size, d2, r), generator=generator, device=device, dtype=dtype) < retain).to(dtype)
+        hidden = torch.einsum("nbj,nbjk,njk->nbk", x, Z, V)
+        error = torch.bmm(hidden / retain, U.transpose(1, 2)) - x @ Mt_T
+        losses[:, t] = (error**2).sum(dim=2).mean(dim=1)
+        back = torch.bmm(error, U)
+        scale = schedule(t) / batch_size
+        U.baddbmm_(error.transpose(1, 2), hidden, alpha=-scale)
+        V.sub_(scale * torch.einsum("nbj,nbk,nbjk->njk", x, back, Z))
+
+    recorded = _train([U, V], steps, checkpoints, step, metrics, keep_weights, progress, "DropConnect SGD")
     return _trajectory(U, V, recorded, losses.cpu().numpy().astype(np.float64))
 
 

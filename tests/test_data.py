@@ -37,3 +37,23 @@ def test_matrix_with_spectrum_bad_input(spectrum, shape, match):
 def test_haar_orthogonal_bad_size(n):
     with pytest.raises(ValueError, match="n"):
         data.haar_orthogonal(n, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("d2, n", [(3, 8), (6, 4)])  # full row rank, and more inputs than samples
+def test_population_form_reproduces_the_data_loss(d2, n):
+    rng = np.random.default_rng(d2)
+    X, Y = rng.standard_normal((d2, n)), rng.standard_normal((2, n))
+    M, S, constant = data.population_form(X, Y)
+    for _ in range(3):
+        W = rng.standard_normal((2, d2))
+        loss = np.sum((Y - W @ X) ** 2)
+        assert np.trace((M - W) @ S @ (M - W).T) + constant == pytest.approx(loss, rel=1e-12)
+    assert (constant > 1e-6) == (d2 < n)  # only a full-column-rank X fits every target
+
+
+@pytest.mark.parametrize("X, Y, match", [(np.ones((2, 3)), np.ones((2, 4)), "same N"),
+                                         (np.ones(3), np.ones((2, 3)), "same N"),
+                                         (np.full((2, 3), np.nan), np.ones((2, 3)), "finite")])
+def test_population_form_bad_input(X, Y, match):
+    with pytest.raises(ValueError, match=match):
+        data.population_form(X, Y)

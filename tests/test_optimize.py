@@ -124,3 +124,22 @@ def test_tied_curvature_along_a_column_rotation():
 def test_column_rotation_rejects_bad_input(i, j, t, match):
     with pytest.raises(ValueError, match=match):
         linear.column_rotation(torch.ones(2, 3), i, j, torch.tensor(t))
+
+
+def test_flat_objective_with_a_mask_and_second_moment_matches_the_closed_form():
+    rng = np.random.default_rng(3)
+    M, U, V = rng.standard_normal((3, 4)), rng.standard_normal((3, 6)), rng.standard_normal((4, 6))
+    A = rng.standard_normal((4, 4))
+    S, mask = A @ A.T, masks.Blocks(6, 2, 0.4)
+    fun, unpack = linear.flat_objective(M, 6, None, mask=mask, S=S)
+    x = np.concatenate([U.ravel(), V.ravel()])
+    assert float(fun(torch.tensor(x))) == pytest.approx(linear.objective(M, U, V, mask, S), rel=1e-13)
+
+
+@pytest.mark.parametrize("kwargs, match", [(dict(mask=masks.Blocks(4, 2, 0.5)), "width"),
+                                           (dict(S=np.eye(3)), "S"),
+                                           (dict(tied=True, S=np.eye(3)), "tied")])
+def test_flat_objective_rejects_bad_mask_or_S(kwargs, match):
+    M = np.ones((3, 3)) if kwargs.get("tied") else np.ones((3, 4))
+    with pytest.raises(ValueError, match=match):
+        linear.flat_objective(M, 6, 1.0, **kwargs)

@@ -359,3 +359,83 @@ def test_deep_gradient_descent_reports_divergence():
     with pytest.raises(FloatingPointError, match="diverged"):
         training.deep_gradient_descent(np.ones((2, 2)) * 10, deep_starts((2, 3, 2), 1, 34, scale=3.0), 0.5, 10.0, 50,
                                        progress=False)
+
+
+# --- a finite input set and DropConnect ----------------------------------------------------------
+
+
+def test_data_inputs_are_columns_of_the_set_and_average_to_its_second_moment():
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((D2, 7))
+    draw = training._input_sampler(D2, 4000, 3, None, X, torch.Generator().manual_seed(0), torch.float64)
+    x = draw().numpy().reshape(-1, D2)
+    assert np.all(np.min(np.abs(x[:, :, None] - X[None]).sum(axis=1), axis=1) == 0)  # every draw is a column
+    # the empirical second moment of 12 000 draws: entrywise within 5 standard errors of XXᵀ/N
+    products = x[:, :, None] * x[:, None, :]
+    standard_error = products.std(axis=0, ddof=1) / np.sqrt(len(products))
+    assert np.all(np.abs(products.mean(axis=0) - X @ X.T / 7) <= 5 * standard_error)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(data=np.ones((D2 + 1, 5))), "data"),
+    (dict(data=np.full((D2, 5), np.nan)), "data"),
+    (dict(data=np.ones((D2, 5)), input_factor=np.eye(D2)), "not both"),
+    (dict(batch_size=0), "batch_size"),
+])
+def test_bad_inputs_of_the_sampler_raise(kwargs, match):
+    M, U0, V0 = problem(runs=2)
+    with pytest.raises(ValueError, match=match):
+        run(M, U0, V0, **kwargs)
+
+
+def dropconnect_objective(M, U, V, lam, S):
+    """tr((M − UVᵀ)S(M − UVᵀ)ᵀ) + λ Σₖ ‖uₖ‖² vₖᵀ Diag(S) vₖ, in torch (for autograd)."""
+    residual = M - U @ V.T
+    return torch.trace(residual @ S @ residual.T) + lam * ((U**2).sum(0) * (torch.diag(S)[:, None] * V**2).sum(0)).sum()
+
+
+@pytest.fixture(scope="module")
+def dropconnect_runs():
+    """One DropConnect step of 20 000 runs from the same point, inputs from a correlated finite set."""
+    M, U0, V0 = problem(runs=20_000, seed=3)
+    rng = np.random.default_rng(6)
+    X = np.array([[1.0, 0.0, 0.0], [0.8, 0.6, 0.0], [0.0, -0.5, 0.8]]) @ rng.standard_normal((D2, 9))
+    retain, lr = 0.6, 0.01
+    trajectory = training.dropconnect_sgd(M, U0, V0, retain, lr, 1, torch.Generator().manual_seed(1), data=X,
+                                          batch_size=2, progress=False)
+    return M, U0[0], V0[0], X @ X.T / 9, retain, lr, trajectory
+
+
+def test_dropconnect_losses_average_to_its_objective(dropconnect_runs):
+    M, U, V, S, retain, _, trajectory = dropconnect_runs
+    value = dropconnect_objective(*map(torch.tensor, (M, U, V)), (1 - retain) / retain, torch.tensor(S))
+    losses = trajectory.losses[:, 0]
+    assert abs(losses.mean() - float(value)) <= 5 * losses.std(ddof=1) / np.sqrt(len(losses))
+
+
+def test_dropconnect_step_averages_to_scaled_gradient(dropconnect_runs):
+    M, U, V, S, retain, lr, trajectory = dropconnect_runs
+    U_t, V_t = torch.tensor(U, requires_grad=True), torch.tensor(V, requires_grad=True)
+    value = dropconnect_objective(torch.tensor(M), U_t, V_t, (1 - retain) / retain, torch.tensor(S))
+    gradients = torch.autograd.grad(value, (U_t, V_t))
+    # expected direction (θ/2)∇f; 20 entries, each within 5 standard errors
+    for snapshots, gradient in zip((trajectory.U, trajectory.V), gradients):
+        directions = (snapshots[0] - snapshots[-1]) / lr
+        standard_error = directions.std(axis=0, ddof=1) / np.sqrt(len(directions))
+        assert np.all(np.abs(directions.mean(axis=0) - retain / 2 * gradient.numpy()) <= 5 * standard_error)
+
+
+def test_dropconnect_with_retain_one_is_plain_sgd_like_algorithm1():
+    M, U0, V0 = problem(runs=2)
+    X = np.random.default_rng(0).standard_normal((D2, 6))
+    common = dict(lr=0.05, steps=1, progress=False, data=X, batch_size=3)  # one step: the same inputs
+    connect = training.dropconnect_sgd(M, U0, V0, 1.0, generator=torch.Generator().manual_seed(2), **common)
+    dropout = algorithm1(M, U0, V0, Bernoulli(R, 1.0), generator=torch.Generator().manual_seed(2), **common)
+    np.testing.assert_allclose(connect.final_U, dropout.final_U, rtol=1e-12)
+    np.testing.assert_allclose(connect.final_V, dropout.final_V, rtol=1e-12)
+
+
+def test_dropconnect_rejects_a_bad_retain():
+    M, U0, V0 = problem(runs=2)
+    with pytest.raises(ValueError, match="retain"):
+        training.dropconnect_sgd(M, U0, V0, 0.0, 0.1, 1, torch.Generator(), progress=False)

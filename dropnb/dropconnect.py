@@ -1,0 +1,138 @@
+"""DropConnect on the input weights of the shallow linear network x ↦ UVᵀx.
+
+DropConnect (Section 4 of Pal et al.) drops *entries* of V instead of hidden units: a mask
+Z ∈ {0,1}^{d₂×r} with independent Zⱼₖ ~ Bernoulli(θ) gives the network x ↦ U ((Z ⊙ V)/θ)ᵀ x.
+With W = (Z ⊙ V)/θ (so E W = V) and δ = (W − V)ᵀx, the k-th hidden coordinate of the noise is
+δₖ = Σⱼ (Zⱼₖ/θ − 1) Vⱼₖ xⱼ: mean zero, independent across k (different columns of Z) and
+
+    Var δₖ = Σⱼ Var(Zⱼₖ/θ) Vⱼₖ² xⱼ² = λ Σⱼ Vⱼₖ² xⱼ²,   λ = (1 − θ)/θ,
+
+because the Zⱼₖ are independent across j as well. Hence E_Z‖Mx − UWᵀx‖² = ‖(M − UVᵀ)x‖² +
+Σₖ ‖uₖ‖² Var δₖ, and taking E_x with S = E[xxᵀ] gives the DropConnect objective
+
+    f_DC(U, V) = tr((M − UVᵀ) S (M − UVᵀ)ᵀ) + λ Σₖ ‖uₖ‖² Σⱼ Vⱼₖ² Sⱼⱼ
+               = ℓ(U, V) + λ Σₖ ‖uₖ‖² vₖᵀ Diag(S) vₖ.
+
+Only the diagonal of S enters the penalty: it is dropout's λ Σₖ ‖uₖ‖² vₖᵀ S vₖ with S replaced
+by Diag(S). For a finite data set (S = XXᵀ) Sⱼⱼ = ‖xʲ‖², the squared norm of the j-th input
+row. The paper's Theorem 4.1 states the dropout penalty instead (its step (54)→(55) uses
+Var(Σⱼ zⱼaⱼ) = θ(1 − θ)‖Σⱼ aⱼ‖² in place of θ(1 − θ)Σⱼ‖aⱼ‖²); the two agree for every U, V
+exactly when S is diagonal.
+
+Numpy functions are exact float64 with the validation of :mod:`dropnb.linear`; sampling-based
+estimates return per-sample values so that callers can form means and standard errors.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Callable
+
+import numpy as np
+import torch
+
+from . import linear
+from .masks import MAX_ENUMERATION, Bernoulli, check_retain, check_width
+from .stats import StreamingMean, chunk_sizes, streaming_mean
+
+_CHUNK = 65536
+
+
+def regularizer(U, V, retain: float, S=None) -> float:
+    """The exact DropConnect penalty λ Σₖ ‖uₖ‖² Σⱼ Vⱼₖ² Sⱼⱼ = λ Σₖ ‖uₖ‖² vₖᵀ Diag(S) vₖ, λ = (1 − θ)/θ.
+
+    It equals dropout's λ Σₖ ‖uₖ‖² vₖᵀ S vₖ (:func:`printed_regularizer`) for every U, V exactly
+    when S is diagonal; the paper's Theorem 4.1 claims that it always does.
+    """
+    U, V, S = linear.check_factors(U, V, S)
+    lam = linear.dropout_lambda(retain)
+    return float(lam * np.sum(np.sum(U**2, axis=0) * (np.diag(S) @ V**2)))
+
+
+def printed_regularizer(U, V, retain: float, S=None) -> float:
+    """The penalty printed in the paper's Theorem 4.1, λ Σₖ ‖uₖ‖² ‖S^{1/2} vₖ‖² = λ Σₖ ‖uₖ‖² vₖᵀ S vₖ:
+    dropout's penalty (:func:`dropnb.linear.bernoulli_regularizer`), not DropConnect's unless S is diagonal."""
+    return linear.bernoulli_regularizer(U, V, retain, S)
+
+
+def objective(M, U, V, retain: float, S=None) -> float:
+    """The DropConnect objective in closed form: tr((M − UVᵀ) S (M − UVᵀ)ᵀ) + λ Σₖ ‖uₖ‖² vₖᵀ Diag(S) vₖ."""
+    return linear.expected_loss(M, U, V, S) + regularizer(U, V, retain, S)
+
+
+def enumerated_objective(M, U, V, retain: float, S=None) -> float:
+    """E_Z tr((M − U(Z ⊙ V)ᵀ/θ) S (M − U(Z ⊙ V)ᵀ/θ)ᵀ), summed exactly over all 2^{d₂r} masks Z
+    with probabilities θ^{|Z|}(1 − θ)^{d₂r − |Z|}; only for d₂r ≤ log₂ MAX_ENUMERATION."""
+    M, U, V, S = linear.check_network(M, U, V, S)
+    theta = check_retain(retain)
+    entries = V.size
+    if 2**entries > MAX_ENUMERATION:
+        raise ValueError(f"V has {entries} entries, so there are 2^{entries} DropConnect masks; "
+                         f"enumeration is limited to {MAX_ENUMERATION}")
+    masks = np.array(list(itertools.product((0.0, 1.0), repeat=entries))).reshape(-1, *V.shape)
+    kept = masks.sum(axis=(1, 2))
+    probs = theta**kept * (1 - theta) ** (entries - kept)
+    step = max(1, _CHUNK // M.size)
+    total = 0.0
+    for start in range(0, len(probs), step):
+        weights = masks[start:start + step] * V / theta  # (p, d₂, r)
+        residuals = M - np.einsum("ik,pjk->pij", U, weights)
+        losses = np.einsum("pij,jk,pik->p", residuals, S, residuals)
+        total += float(probs[start:start + step] @ losses)
+    return total
+
+
+def sample_masks(shape: int | tuple[int, ...], d2: int, width: int, retain: float,
+                 rng: np.random.Generator) -> np.ndarray:
+    """Independent DropConnect masks Z, shape (*shape, d₂, r), float64, entries Bernoulli(θ).
+
+    They are :class:`dropnb.masks.Bernoulli` masks of width d₂·r reshaped row-major, so
+    ``Bernoulli(d2 * width, retain).sample_torch(shape, generator).reshape(*shape, d2, width)``
+    draws them in torch."""
+    d2, width = check_width(d2, "d2"), check_width(width)
+    masks = Bernoulli(d2 * width, retain).sample(shape, rng)
+    return masks.reshape(*masks.shape[:-1], d2, width)
+
+
+def sampled_losses(M, U, V, x, Z, retain: float) -> np.ndarray:
+    """Per-sample DropConnect losses ‖Mxₙ − U((Zₙ ⊙ V)/θ)ᵀ xₙ‖², for inputs x (n, d₂) and masks Z (n, d₂, r)."""
+    M, U, V, _ = linear.check_network(M, U, V)
+    x, Z = linear.check_matrix(x, "x"), linear.check_matrix(Z, "Z", ndim=3)
+    theta = check_retain(retain)
+    if x.shape[1] != M.shape[1] or Z.shape != (x.shape[0], *V.shape):
+        raise ValueError(f"x must be (n, {M.shape[1]}) and Z (n, {V.shape[0]}, {V.shape[1]}), "
+                         f"got {x.shape} and {Z.shape}")
+    losses = np.empty(len(x))
+    for start in range(0, len(x), _CHUNK):
+        xs, Zs = x[start:start + _CHUNK], Z[start:start + _CHUNK]
+        hidden = np.einsum("nj,njk,jk->nk", xs, Zs, V) / theta
+        residual = xs @ M.T - hidden @ U.T
+        losses[start:start + len(xs)] = np.sum(residual**2, axis=1)
+    return losses
+
+
+def monte_carlo_objective(M, U, V, retain: float, draw_inputs: Callable[[int, np.random.Generator], np.ndarray],
+                          samples: int, rng: np.random.Generator) -> StreamingMean:
+    """Mean and standard error of ‖Mx − U((Z ⊙ V)/θ)ᵀx‖² over ``samples`` joint draws of an input
+    x = ``draw_inputs(n, rng)`` and an independent mask Z, streamed in chunks."""
+    M, U, V, _ = linear.check_network(M, U, V)
+    theta = check_retain(retain)
+    return streaming_mean(
+        sampled_losses(M, U, V, draw_inputs(n, rng), sample_masks(n, *V.shape, theta, rng), theta)
+        for n in chunk_sizes(samples)
+    )
+
+
+def batched_objective(M: torch.Tensor, U: torch.Tensor, V: torch.Tensor, lam: float | torch.Tensor,
+                      S: torch.Tensor | None = None) -> torch.Tensor:
+    """The DropConnect objective in torch, over any leading batch dimensions of U (…, d₁, r) and
+    V (…, d₂, r): tr((M − UVᵀ) S (M − UVᵀ)ᵀ) + λ Σₖ ‖uₖ‖² Σⱼ Vⱼₖ² Sⱼⱼ (S = I when omitted).
+    Differentiable; no validation (the counterpart of :func:`dropnb.linear.batched_objective`)."""
+    residual = M - U @ V.transpose(-1, -2)
+    if S is None:
+        loss = (residual**2).sum((-2, -1))
+        weighted = (V**2).sum(-2)
+    else:
+        loss = ((residual @ S) * residual).sum((-2, -1))
+        weighted = (torch.diagonal(S, dim1=-2, dim2=-1).unsqueeze(-1) * V**2).sum(-2)
+    return loss + lam * ((U**2).sum(-2) * weighted).sum(-1)
