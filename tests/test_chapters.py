@@ -117,6 +117,19 @@ PLANTED_BUGS = {
         "D.batched_sub_regularizers = _buggy_sub",
         "deep-linear.prop8.three-ways.3-2-3-2-2",
     ),
+    "the printed rule ρ* = argmax of (11) in the s-support norm": (
+        "structured",
+        "import dropnb.structured as T\n"
+        "T.ksupport_squared = lambda a, s: float(T.ksupport_candidates(a, s)[0].max())",
+        "structured.ksupport.variational",
+    ),
+    "block norms without the input metric S^{1/2}": (
+        "structured",
+        "import dropnb.structured as T\n"
+        "_block_norms = T.block_norms\n"
+        "T.block_norms = lambda U, V, S, block_size: _block_norms(U, V, None, block_size)",
+        "structured.lemma21.enumeration",
+    ),
 }
 
 

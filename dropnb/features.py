@@ -1,0 +1,192 @@
+"""A deep feature extractor with DropBlock before a linear head, on the scikit-learn digits.
+
+The experiment behind Figure 2 of Pal et al. (2020), offline. Inputs X ∈ ℝ^{64×N} are 8×8 digit
+images (standardized pixels), targets Y ∈ ℝ^{c×N} (c = 10 classes), and the network is
+
+    G = g_Γ(X) = W_L ϕ(… ϕ(W₁X + b₁𝟙ᵀ) …) + b_L𝟙ᵀ ∈ ℝ^{r×N},   ϕ = ReLU,
+    prediction U diag(b/μ) G,   U ∈ ℝ^{c×r} (no bias),
+
+with a mask b (for DropBlock, k = r/s blocks of s consecutive units, each kept with probability
+θ) on the r features. By Lemma 3.1 of the source, for every mask with mean μ and characteristic
+matrix C̄ (see :mod:`dropnb.masks`),
+
+    E_b ‖Y − U diag(b/μ) G‖²_F = ‖Y − UG‖²_F + ⟨C̄, UᵀU ⊙ GGᵀ⟩,
+
+the *deterministic objective*; for DropBlock, C̄ = λ(I_k ⊗ 𝟙ₛ𝟙ₛᵀ), λ = (1 − θ)/θ, and the penalty
+is λ Σⱼ ‖UⱼGⱼ‖²_F over the blocks (Uⱼ: the block's columns of U, Gⱼ: its rows of G). Training
+minimises it directly by full-batch Adam: its gradient is the expected gradient of training
+with sampled masks. Independent runs share nothing but the data: every weight carries a
+leading run dimension R (W_l: (R, out, in), b_l: (R, out, 1), U: (R, c, r)), one tensor program
+advances all runs, and since Adam acts entrywise, the batch is R separate Adam runs. Everything
+is float64 (on the CPU unless a device is given).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+from sklearn.datasets import load_digits
+from tqdm.auto import tqdm
+
+from .linear import batched_objective, check_matrix
+from .masks import MaskDistribution, check_width
+from .training import log_checkpoints
+
+CLASSES = 10
+StepSize = float | Callable[[int], float]
+
+
+def _check_positive(value: float, name: str) -> float:
+    """A finite positive number as a float; ValueError naming ``name`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not (np.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a positive number, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class Digits:
+    """A class-balanced subset of the digits: ``inputs`` X (64, N), standardized pixel by pixel
+    over the subset (constant pixels are set to 0); ``labels`` (N,) in 0..9; ``onehot`` (10, N)."""
+
+    inputs: np.ndarray
+    labels: np.ndarray
+    onehot: np.ndarray
+
+
+def load_digit_subset(n: int, rng: np.random.Generator) -> Digits:
+    """n/10 images of every digit, drawn without replacement by ``rng`` from the 1797 bundled 8×8
+    digits (the smallest class has 174, so n ≤ 1740), in their original order. Each pixel is
+    standardized over the subset: xᵢ ← (xᵢ − mean)/std, and set to 0 where std = 0."""
+    images, labels = load_digits(return_X_y=True)
+    counts = np.bincount(labels, minlength=CLASSES)
+    n = check_width(n, "n")
+    if n % CLASSES or n // CLASSES > counts.min():
+        raise ValueError(f"n must be a multiple of {CLASSES} up to {CLASSES * counts.min()} "
+                         f"(equal class counts), got {n}")
+    chosen = np.sort(np.concatenate([rng.choice(np.flatnonzero(labels == c), n // CLASSES, replace=False)
+                                     for c in range(CLASSES)]))
+    X = images[chosen].T.astype(np.float64)
+    X = X - X.mean(axis=1, keepdims=True)
+    std = X.std(axis=1, keepdims=True)
+    X = X / np.where(std > 0, std, 1.0)
+    return Digits(inputs=X, labels=labels[chosen], onehot=np.eye(CLASSES)[labels[chosen]].T)
+
+
+def spread_targets(onehot, first: float = 3.0, ratio: float = 0.6) -> np.ndarray:
+    """Y = diag(first·ratio^{i−1}) · onehot: class i's target is scaled by first·ratioⁱ⁻¹, so with
+    balanced classes the singular values of Y decay geometrically instead of being equal."""
+    onehot = check_matrix(onehot, "onehot")
+    first, ratio = _check_positive(first, "first"), _check_positive(ratio, "ratio")
+    return (first * ratio ** np.arange(onehot.shape[0]))[:, None] * onehot
+
+
+def init_weights(sizes, outputs: int, runs: int, rng: np.random.Generator,
+                 device: torch.device | str = "cpu") -> list[torch.Tensor]:
+    """Weights [W₁, b₁, …, W_L, b_L, U] of R = ``runs`` networks with layer widths
+    ``sizes`` = (d, h₁, …, r) and c = ``outputs``, float64 on ``device``, drawn by ``rng`` as in
+    torch's default: every entry of W_l, b_l uniform on ±1/√(fan-in), of U on ±1/√r. Run n is
+    drawn after runs 0..n−1, so the first runs do not depend on how many follow."""
+    sizes = [check_width(size, "sizes") for size in sizes]
+    if len(sizes) < 2:
+        raise ValueError(f"sizes must list at least the input and feature widths, got {sizes}")
+    runs, outputs = check_width(runs, "runs"), check_width(outputs, "outputs")
+    shapes = [shape for fan_in, fan_out in zip(sizes, sizes[1:]) for shape in ((fan_out, fan_in), (fan_out, 1))]
+    shapes.append((outputs, sizes[-1]))
+    fans = [fan_in for fan_in in sizes[:-1] for _ in range(2)] + [sizes[-1]]
+    draws = [[rng.uniform(-1, 1, shape) / np.sqrt(fan) for shape, fan in zip(shapes, fans)] for _ in range(runs)]
+    return [torch.tensor(np.stack(weight), device=device) for weight in zip(*draws)]
+
+
+def features(weights: list[torch.Tensor], X: torch.Tensor) -> torch.Tensor:
+    """G = g_Γ(X), shape (R, r, N): affine layers with ReLU between them (none after the last).
+    ``weights`` as from :func:`init_weights` (the head U, last, is not used)."""
+    hidden = X
+    layers = weights[:-1]
+    for index in range(0, len(layers), 2):
+        if index:
+            hidden = torch.relu(hidden)
+        hidden = layers[index] @ hidden + layers[index + 1]
+    return hidden
+
+
+def deterministic_objective(weights: list[torch.Tensor], X: torch.Tensor, Y: torch.Tensor,
+                            cbar: torch.Tensor) -> torch.Tensor:
+    """‖Y − UG‖²_F + ⟨C̄, UᵀU ⊙ GGᵀ⟩ per run, shape (R,), with G = g_Γ(X) and U = ``weights[-1]``;
+    Y is (c, N) or (R, c, N). Differentiable; no validation."""
+    G = features(weights, X)
+    return batched_objective(Y, weights[-1], G.transpose(-1, -2), cbar)
+
+
+@dataclass
+class FeatureTrajectory:
+    """A training run of R networks: ``steps`` (C,), the checkpoint steps; ``objective`` (C, R),
+    the deterministic objective after that many Adam steps; ``lowest`` (R,), its smallest value
+    over every step 0..T; ``rises`` (R,), the number of steps that increased it; ``final_U``
+    (R, c, r) and ``final_G`` (R, r, N), the head and the features after the last step (their
+    product is the prediction on the training set)."""
+
+    steps: np.ndarray
+    objective: np.ndarray
+    lowest: np.ndarray
+    rises: np.ndarray
+    final_U: np.ndarray
+    final_G: np.ndarray
+
+
+def _check_targets(Y, N: int, runs: int) -> np.ndarray:
+    Y = np.asarray(Y, dtype=np.float64)
+    if not (Y.ndim == 2 or (Y.ndim == 3 and Y.shape[0] == runs)) or Y.shape[-1] != N:
+        raise ValueError(f"Y must be (c, {N}) or ({runs}, c, {N}) to match X and runs, got {Y.shape}")
+    return check_matrix(Y, "Y", ndim=Y.ndim)
+
+
+def train(X, Y, mask: MaskDistribution, hidden, *, runs: int, steps: int, lr: StepSize, rng: np.random.Generator,
+          checkpoints=None, device: torch.device | str = "cpu", progress: bool = True) -> FeatureTrajectory:
+    """Full-batch Adam (step size ``lr``: a number, or a schedule t ↦ ηₜ) on the deterministic
+    objective of R = ``runs`` networks d → h₁ → ReLU → … → h_L → ReLU → r → head, r =
+    ``mask.width``, from :func:`init_weights` by ``rng``, float64 on ``device``. X (d, N) is
+    shared; Y is (c, N) for every run or (R, c, N) one target per run.
+    ``checkpoints``: the steps at which the objective is recorded (about 40 log-spaced ones from 0
+    to ``steps`` if None). FloatingPointError if the objective stops being finite."""
+    X = check_matrix(X, "X")
+    runs, steps = check_width(runs, "runs"), check_width(steps, "steps")
+    Y = _check_targets(Y, X.shape[1], runs)
+    if not isinstance(mask, MaskDistribution):
+        raise ValueError(f"mask must be a MaskDistribution, got {type(mask).__name__}")
+    hidden = [check_width(h, "hidden") for h in np.atleast_1d(hidden)]
+    schedule = lr if callable(lr) else (lambda t: lr)
+    _check_positive(schedule(0), "lr")
+    checkpoints = log_checkpoints(steps, 40) if checkpoints is None else np.unique(np.asarray(checkpoints, dtype=int))
+    if checkpoints.size == 0 or checkpoints.min() < 0 or checkpoints.max() > steps:
+        raise ValueError(f"checkpoints must be a non-empty set of steps in [0, {steps}]")
+    weights = init_weights([X.shape[0], *hidden, mask.width], Y.shape[-2], runs, rng, device)
+    for weight in weights:
+        weight.requires_grad_(True)
+    X_t, Y_t, cbar = (torch.tensor(a, device=device) for a in (X, Y, mask.characteristic))
+    optimizer = torch.optim.Adam(weights, lr=schedule(0))
+    wanted, recorded = set(checkpoints.tolist()), []
+    lowest = torch.full((runs,), torch.inf, dtype=torch.float64, device=device)
+    rises, previous = torch.zeros(runs, dtype=torch.int64, device=device), lowest
+    for t in tqdm(range(steps + 1), disable=not progress, desc="Adam on the deterministic objective", mininterval=1.0):
+        value = deterministic_objective(weights, X_t, Y_t, cbar)
+        if not bool(torch.isfinite(value).all()):
+            raise FloatingPointError(f"the objective is not finite at step {t}; lower the step size")
+        lowest = torch.minimum(lowest, value.detach())
+        rises += value.detach() > previous
+        previous = value.detach()
+        if t in wanted:
+            recorded.append(value.detach().cpu().numpy())
+        if t < steps:
+            optimizer.param_groups[0]["lr"] = schedule(t)
+            optimizer.zero_grad()
+            value.sum().backward()
+            optimizer.step()
+    with torch.no_grad():
+        G = features(weights, X_t)
+    return FeatureTrajectory(steps=checkpoints, objective=np.stack(recorded), lowest=lowest.cpu().numpy(),
+                             rises=rises.cpu().numpy(), final_U=weights[-1].detach().cpu().numpy(),
+                             final_G=G.cpu().numpy())
