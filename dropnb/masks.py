@@ -317,7 +317,7 @@ class SlidingWindow(MaskDistribution):
     C̄. Window 1 is Bernoulli(r, θ). :meth:`enumerate` lists one row per seed configuration
     (2^{r+n−1} rows; distinct seeds may give the same mask, so rows repeat).
 
-    The paper's window {j : |i − j| ≤ k} is n = 2k + 1 here (its formula writes 2k − 1, F10);
+    The paper's window {j : |i − j| ≤ k} is n = 2k + 1 here (its formula writes 2k − 1);
     :func:`sliding_window_retain` and :meth:`from_seed_probability` give its "same θ" reading.
     """
 

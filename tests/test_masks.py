@@ -419,7 +419,7 @@ def test_sliding_window_of_one_samples_like_bernoulli_in_distribution():
 
 
 def test_sliding_window_seed_probabilities_of_section_5_3():
-    # θ = 0.5: θ' = 1 − 0.5^{1/3} ≈ 0.2063 and 1 − 0.5^{1/5} ≈ 0.1294 (R13); for θ = 1/2 the
+    # θ = 0.5: θ' = 1 − 0.5^{1/3} ≈ 0.2063 and 1 − 0.5^{1/5} ≈ 0.1294; for θ = 1/2 the
     # drop-expansion rate γ = 1 − 0.5^{1/n} is the same number.
     for expansion in EXPANSIONS:
         assert round(sliding_window_seed_probability(0.5, 3, expansion), 4) == 0.2063
@@ -429,7 +429,7 @@ def test_sliding_window_seed_probabilities_of_section_5_3():
 
 def test_sliding_window_same_theta_reading_of_section_5_3():
     # The paper's semantics (keep) with the DropBlock θ = 0.5 used as the seed probability: the
-    # drop rate is 0.5ⁿ, *lower* than 0.5 (F10); Ghiasi's semantics with γ = 1 − θ give 1 − 0.5ⁿ.
+    # drop rate is 0.5ⁿ, *lower* than 0.5; Ghiasi's semantics with γ = 1 − θ give 1 − 0.5ⁿ.
     assert 1 - sliding_window_retain(0.5, 3, "keep") == 0.125
     assert 1 - sliding_window_retain(0.5, 5, "keep") == 0.03125
     assert 1 - sliding_window_retain(0.5, 3, "drop") == 0.875
