@@ -200,16 +200,3 @@ def critical_point_search(gradient: Callable[[np.ndarray], np.ndarray], hessian:
             found.append(result.x)
     return found
 
-
-def has_negative_curvature(eigenvalues, cutoff: float) -> bool:
-    """True iff the smallest Hessian eigenvalue is below −``cutoff`` (a strict saddle direction)."""
-    eigenvalues = check_matrix(eigenvalues, "eigenvalues", ndim=1)
-    if eigenvalues.size == 0:
-        raise ValueError("eigenvalues must not be empty")
-    try:
-        value = float(cutoff)
-    except (TypeError, ValueError):
-        value = float("nan")
-    if isinstance(cutoff, bool) or not (np.isfinite(value) and value >= 0):
-        raise ValueError(f"cutoff must be a finite number ≥ 0, got {cutoff!r}")
-    return bool(eigenvalues.min() < -value)

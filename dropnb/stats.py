@@ -68,3 +68,17 @@ def simultaneous_z(count: int, level: float = 1e-6) -> float:
     if count < 1 or not 0 < level < 1:
         raise ValueError(f"count must be ≥ 1 and level in (0, 1), got {count} and {level}")
     return NormalDist().inv_cdf(1 - level / (2 * count))
+
+
+def self_normalized_z(differences, axis: int | None = None) -> np.ndarray | float:
+    """Σₜ dₜ / (Σₜ dₜ²)^{1/2} over ``axis`` (all entries if None): approximately N(0, 1) when the
+    dₜ are martingale differences, such as a minibatch loss minus the objective at the same
+    weights along a training run (self-normalized central limit theorem)."""
+    d = np.asarray(differences, dtype=np.float64)
+    if d.size == 0 or not np.all(np.isfinite(d)):
+        raise ValueError("differences must be a non-empty array of finite numbers")
+    scale = np.sqrt(np.sum(d**2, axis=axis))
+    if np.any(scale == 0):
+        raise ValueError("differences must not be all zero along the summed axis")
+    z = np.sum(d, axis=axis) / scale
+    return float(z) if np.ndim(z) == 0 else z

@@ -130,6 +130,23 @@ PLANTED_BUGS = {
         "T.block_norms = lambda U, V, S, block_size: _block_norms(U, V, None, block_size)",
         "structured.lemma21.enumeration",
     ),
+    "the factor 2 of 2U Diag(uᵢᵀdᵢ) missing in the tied Hessian": (
+        "landscape-dropout",
+        "import numpy as np, dropnb.landscape as L\n"
+        "def _buggy_product(M, U, lam, D):\n"
+        "    Dt = np.swapaxes(D, -1, -2)\n"
+        "    loss = (D @ U.T + U @ Dt) @ U + (U @ U.T - M) @ D\n"
+        "    penalty = D * np.sum(U**2, axis=0) + U * np.einsum('ki,...ki->...i', U, D)[..., None, :]\n"
+        "    return 4 * loss + 4 * lam * penalty\n"
+        "L._tied_product = _buggy_product",
+        "landscape-dropout.hessian.formula",
+    ),
+    "the regularizer λΣ‖uᵢ‖⁴ halved in the tied objective": (
+        "landscape-dropout",
+        "import numpy as np, dropnb.landscape as L\n"
+        "L.tied_objective = lambda M, U, lam: float(np.sum((M - U @ U.T) ** 2) + lam / 2 * np.sum(np.sum(U**2, axis=0) ** 2))",
+        "landscape-dropout.lemma-d2.decrease",
+    ),
 }
 
 

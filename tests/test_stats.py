@@ -1,0 +1,28 @@
+"""The self-normalized martingale z-score and the simultaneous normal bound."""
+
+import numpy as np
+import pytest
+
+from dropnb.stats import self_normalized_z, simultaneous_z
+
+
+def test_self_normalized_z_of_known_differences():
+    assert self_normalized_z([1.0, -1.0, 2.0]) == pytest.approx(2 / np.sqrt(6), rel=1e-15)
+    np.testing.assert_allclose(self_normalized_z([[1.0, 3.0], [1.0, -1.0]], axis=0), [2 / np.sqrt(2), 2 / np.sqrt(10)])
+
+
+def test_self_normalized_z_is_standard_normal_for_independent_noise():
+    rng = np.random.default_rng(0)
+    z = self_normalized_z(rng.standard_t(5, size=(2000, 400)), axis=0)  # heavy tails, finite variance
+    assert abs(z.mean()) < 4 / np.sqrt(400) and abs(z.std() - 1) < 0.15
+
+
+@pytest.mark.parametrize("bad", [[], [np.nan, 1.0], [0.0, 0.0]])
+def test_self_normalized_z_rejects_bad_input(bad):
+    with pytest.raises(ValueError, match="differences"):
+        self_normalized_z(bad)
+
+
+def test_simultaneous_z_is_the_bonferroni_quantile():
+    assert simultaneous_z(1, 0.05) == pytest.approx(1.959964, abs=1e-6)
+    assert simultaneous_z(10, 1e-3) > simultaneous_z(1, 1e-3)
