@@ -31,19 +31,12 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from .equalizer import equalizer
-from .linear import check_matrix, check_network, check_rate
+from .linear import check_matrix, check_network, check_rate, check_symmetric
 from .masks import check_width
 
 
-def _check_symmetric(M) -> np.ndarray:
-    M = check_matrix(M, "M")
-    if M.shape[0] != M.shape[1] or np.linalg.norm(M - M.T) > 1e-12 * np.linalg.norm(M):
-        raise ValueError(f"M must be a symmetric square matrix for the tied problem, got shape {M.shape}")
-    return M
-
-
 def _check_tied(M, U, lam) -> tuple[np.ndarray, np.ndarray, float]:
-    M, U = _check_symmetric(M), check_matrix(U, "U")
+    M, U = check_symmetric(M, "M"), check_matrix(U, "U")
     if U.shape[0] != M.shape[0]:
         raise ValueError(f"U must have {M.shape[0]} rows to match M {M.shape}, got {U.shape}")
     return M, U, check_rate(lam)
@@ -61,18 +54,16 @@ def _check_direction(D, name: str, shape: tuple[int, int]) -> np.ndarray:
     return D
 
 
-def _basis(n: int, shapes: list[tuple[int, int]]) -> list[np.ndarray]:
-    """The n unit directions of ℝⁿ, split row-major into a batch (n, *shape) per block."""
-    identity, blocks, start = np.eye(n), [], 0
+def assembled_hessian(product: Callable[..., tuple[np.ndarray, ...]], shapes: list[tuple[int, int]]) -> np.ndarray:
+    """The symmetrized matrix (H + Hᵀ)/2 of a Hessian given as a batched product: ``product`` maps a
+    batch of directions, one array (n, rows, cols) per block of ``shapes``, to the same blocks of
+    ∇²f[D]; the coordinates are the blocks flattened row-major and concatenated (n in all)."""
+    n = sum(rows * cols for rows, cols in shapes)
+    identity, directions, start = np.eye(n), [], 0
     for rows, cols in shapes:
-        blocks.append(identity[:, start:start + rows * cols].reshape(n, rows, cols))
+        directions.append(identity[:, start:start + rows * cols].reshape(n, rows, cols))
         start += rows * cols
-    return blocks
-
-
-def _symmetrized(products: np.ndarray) -> np.ndarray:
-    """H from the batch H e_k (k-th row of ``products``), symmetrized (H + Hᵀ)/2."""
-    H = products.T
+    H = np.concatenate([block.reshape(n, -1) for block in product(*directions)], axis=1)
     return (H + H.T) / 2
 
 
@@ -105,8 +96,7 @@ def tied_hessian_product(M, U, lam: float, D) -> np.ndarray:
 def tied_hessian(M, U, lam: float) -> np.ndarray:
     """The (dr × dr) matrix of D ↦ ∇²f(U)[D] in the coordinates x = vec U (row-major), symmetrized."""
     M, U, lam = _check_tied(M, U, lam)
-    (D,) = _basis(U.size, [U.shape])
-    return _symmetrized(_tied_product(M, U, lam, D).reshape(U.size, U.size))
+    return assembled_hessian(lambda D: (_tied_product(M, U, lam, D),), [U.shape])
 
 
 def untied_objective(M, U, V, lam: float) -> float:
@@ -148,9 +138,7 @@ def untied_hessian_product(M, U, V, lam: float, DU, DV) -> tuple[np.ndarray, np.
 def untied_hessian(M, U, V, lam: float) -> np.ndarray:
     """The ((d₁ + d₂)r)-square Hessian in the coordinates x = (vec U, vec V) (row-major), symmetrized."""
     M, U, V, lam = _check_untied(M, U, V, lam)
-    n = U.size + V.size
-    grad_u, grad_v = _untied_product(M, U, V, lam, *_basis(n, [U.shape, V.shape]))
-    return _symmetrized(np.concatenate([grad_u.reshape(n, -1), grad_v.reshape(n, -1)], axis=1))
+    return assembled_hessian(lambda DU, DV: _untied_product(M, U, V, lam, DU, DV), [U.shape, V.shape])
 
 
 @dataclass(frozen=True)
@@ -167,7 +155,7 @@ def equalized_critical_points(M, width: int, lam: float) -> list[CriticalPoint]:
     from |E| = r′ ≤ r eigenvectors of the symmetric positive semidefinite M, where
     σ² = λ_E − λ Σ_{j∈E} λⱼ / (r + λr′) > 0 and Q equalizes (Mianjy et al. 2018, Lemma D.3).
     Ordered by |E|, then lexicographically; E = ∅ gives U = 0."""
-    M, r, lam = _check_symmetric(M), check_width(width), check_rate(lam)
+    M, r, lam = check_symmetric(M, "M"), check_width(width), check_rate(lam)
     values, vectors = np.linalg.eigh((M + M.T) / 2)
     values, vectors = values[::-1], vectors[:, ::-1]
     if values[-1] < -1e-12 * np.abs(values).max():

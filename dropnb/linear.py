@@ -36,6 +36,14 @@ def check_matrix(value, name: str, ndim: int = 2) -> np.ndarray:
     return array
 
 
+def check_symmetric(value, name: str) -> np.ndarray:
+    """``value`` as a finite, square, symmetric float64 matrix (‖A − Aᵀ‖_F ≤ 10⁻¹²‖A‖_F); ValueError naming ``name`` otherwise."""
+    A = check_matrix(value, name)
+    if A.shape[0] != A.shape[1] or np.linalg.norm(A - A.T) > 1e-12 * np.linalg.norm(A):
+        raise ValueError(f"{name} must be a symmetric square matrix, got shape {A.shape}")
+    return A
+
+
 def check_factors(U, V, S=None):
     """Validate the factors and the input second moment; return float64 (U, V, S), S = I if omitted."""
     U, V = check_matrix(U, "U"), check_matrix(V, "V")

@@ -33,15 +33,11 @@ import torch
 from scipy.linalg import cho_factor, cho_solve, solve_triangular
 
 from .deep import check_layers
-from .linear import check_matrix
+from .landscape import assembled_hessian
+from .linear import check_matrix, check_symmetric
 from .masks import check_width
 
 Moments = tuple[np.ndarray, np.ndarray, np.ndarray]
-
-
-def _check_symmetric(S: np.ndarray, name: str) -> None:
-    if S.shape[0] != S.shape[1] or np.linalg.norm(S - S.T) > 1e-12 * np.linalg.norm(S):
-        raise ValueError(f"{name} must be a symmetric square matrix, got shape {S.shape}")
 
 
 def check_moments(moments) -> Moments:
@@ -49,9 +45,7 @@ def check_moments(moments) -> Moments:
     Σxy of shape (n₀, n₂); ValueError naming the offending matrix otherwise."""
     if not isinstance(moments, (tuple, list)) or len(moments) != 3:
         raise ValueError("moments must be a (Sxx, Sxy, Syy) triple")
-    Sxx, Sxy, Syy = (check_matrix(S, name) for S, name in zip(moments, ("Sxx", "Sxy", "Syy")))
-    _check_symmetric(Sxx, "Sxx")
-    _check_symmetric(Syy, "Syy")
+    Sxx, Sxy, Syy = check_symmetric(moments[0], "Sxx"), check_matrix(moments[1], "Sxy"), check_symmetric(moments[2], "Syy")
     if Sxy.shape != (Sxx.shape[0], Syy.shape[0]):
         raise ValueError(f"Sxy must have shape {(Sxx.shape[0], Syy.shape[0])} to match Sxx and Syy, got {Sxy.shape}")
     return Sxx, Sxy, Syy
@@ -113,12 +107,7 @@ def shallow_hessian(moments, U, V) -> np.ndarray:
     """The ((n₂ + n₀)n₁)-square Hessian of R in x = (vec U, vec V) (row-major), symmetrized, whose
     quadratic form is 2‖(UΔ_Vᵀ + Δ_UVᵀ)Σxx^{1/2}‖²_F + 4⟨Δ_UΔ_Vᵀ, UVᵀΣxx − Σyx⟩."""
     (Sxx, Sxy, _), U, V = _check_factors(moments, U, V)
-    n = U.size + V.size
-    basis = np.eye(n)
-    DU, DV = basis[:, :U.size].reshape(n, *U.shape), basis[:, U.size:].reshape(n, *V.shape)
-    grad_u, grad_v = _shallow_product(Sxx, Sxy, U, V, DU, DV)
-    H = np.concatenate([grad_u.reshape(n, -1), grad_v.reshape(n, -1)], axis=1).T
-    return (H + H.T) / 2
+    return assembled_hessian(lambda DU, DV: _shallow_product(Sxx, Sxy, U, V, DU, DV), [U.shape, V.shape])
 
 
 def key_matrix(moments) -> tuple[np.ndarray, np.ndarray]:
