@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from .masks import MaskDistribution, check_retain, check_width
+from .masks import MaskDistribution, check_number, check_retain, check_width
 from .stats import StreamingMean, chunk_sizes, streaming_mean
 
 _CHUNK = 65536
@@ -100,15 +100,7 @@ def bernoulli_regularizer(U, V, retain: float, S=None) -> float:
 
 def check_rate(lam: float) -> float:
     """The regularization weight λ = (1 − θ)/θ as a float; ValueError unless finite and ≥ 0."""
-    if isinstance(lam, bool):
-        raise ValueError(f"lam must be a finite number ≥ 0, got {lam!r}")
-    try:
-        value = float(lam)
-    except (TypeError, ValueError):
-        raise ValueError(f"lam must be a finite number ≥ 0, got {lam!r}") from None
-    if not (np.isfinite(value) and value >= 0):
-        raise ValueError(f"lam must be a finite number ≥ 0, got {lam!r}")
-    return value
+    return check_number(lam, "lam", "a finite number ≥ 0", lambda x: x >= 0)
 
 
 def dropout_lambda(retain: float) -> float:

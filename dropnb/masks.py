@@ -30,17 +30,22 @@ def check_width(width: int, name: str = "width") -> int:
     return int(width)
 
 
+def check_number(value, name: str, requirement: str = "a finite number", accept=lambda x: True) -> float:
+    """``value`` as a finite float for which ``accept`` holds; otherwise ValueError
+    "<name> must be <requirement>" (booleans and non-numbers are refused)."""
+    if not isinstance(value, bool):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = math.nan
+        if math.isfinite(number) and accept(number):
+            return number
+    raise ValueError(f"{name} must be {requirement}, got {value!r}")
+
+
 def check_retain(retain: float) -> float:
     """The retain probability θ as a float; ValueError unless θ ∈ (0, 1]."""
-    if isinstance(retain, bool):
-        raise ValueError(f"retain must be a probability in (0, 1], got {retain!r}")
-    try:
-        value = float(retain)
-    except (TypeError, ValueError):
-        raise ValueError(f"retain must be a probability in (0, 1], got {retain!r}") from None
-    if not 0 < value <= 1:
-        raise ValueError(f"retain must be a probability in (0, 1], got {retain!r}")
-    return value
+    return check_number(retain, "retain", "a probability in (0, 1]", lambda x: 0 < x <= 1)
 
 
 def _batch_shape(shape: int | tuple[int, ...]) -> tuple[int, ...]:

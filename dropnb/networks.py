@@ -201,3 +201,48 @@ def deep_flat_risk(moments, sizes):
         return split(np.asarray(x))
 
     return objective, unpack
+
+
+def planted_moments(n0: int, eigenvalues, rng: np.random.Generator) -> Moments:
+    """Population moments whose key matrix Σ = ΣyxΣxx⁻¹Σxy has the given eigenvalues (n₂ of them,
+    positive) and Haar eigenvectors Q: Σxx = AAᵀ/n₀ + I/2 with A Gaussian, Σxy = Σxx^{1/2}W diag(√λ)Qᵀ
+    with W ∈ ℝ^{n₀×n₂} orthonormal, and Σyy = Σ + I, so that the joint second moment is positive
+    definite (its Schur complement Σyy − Σ is I). Requires n₀ ≥ n₂."""
+    values = np.asarray(eigenvalues, dtype=np.float64)
+    n0 = check_width(n0, "n0")
+    if values.ndim != 1 or values.size == 0 or not np.all(np.isfinite(values)) or np.any(values <= 0):
+        raise ValueError(f"eigenvalues must be a non-empty 1-d array of positive numbers, got {eigenvalues!r}")
+    if values.size > n0:
+        raise ValueError(f"n0 must be at least the number of eigenvalues {values.size}, got {n0}")
+    A = rng.standard_normal((n0, n0))
+    Sxx = A @ A.T / n0 + np.eye(n0) / 2
+    w, E = np.linalg.eigh(Sxx)
+    W = np.linalg.qr(rng.standard_normal((n0, values.size)))[0]
+    Q = np.linalg.qr(rng.standard_normal((values.size, values.size)))[0]
+    Sxy = (E * np.sqrt(w)) @ E.T @ W @ (np.sqrt(values)[:, None] * Q.T)
+    Syy = (Q * values) @ Q.T + np.eye(values.size)
+    return (Sxx + Sxx.T) / 2, Sxy, (Syy + Syy.T) / 2
+
+
+def balanced_scalar_steps(depth: int, scales, step: float, sxx: float, syx: float, level: float,
+                          max_steps: int = 10_000_000) -> np.ndarray:
+    """Gradient-descent steps for the scalar network w_L⋯w₁ (risk σyy − 2σyx p + σxx p², p = ∏w_l)
+    started at the balanced point w_l = s to reach w ≥ ``level``, for every s in ``scales``.
+    Balance is kept by the iteration, which is w ← w + 2η(σyx − σxx w^L)w^{L−1}; the risk drops
+    while w^L < σyx/σxx, so ``level`` must lie in (max s, (σyx/σxx)^{1/L})."""
+    depth = check_width(depth, "depth")
+    s = np.asarray(scales, dtype=np.float64)
+    if s.ndim != 1 or s.size == 0 or not np.all((s > 0) & np.isfinite(s)):
+        raise ValueError(f"scales must be a non-empty 1-d array of positive numbers, got {scales!r}")
+    if not (np.isfinite(step) and step > 0 and sxx > 0 and syx > 0):
+        raise ValueError(f"step, sxx and syx must be positive, got {step!r}, {sxx!r}, {syx!r}")
+    if not (s.max() < level < (syx / sxx) ** (1 / depth)):
+        raise ValueError(f"level must lie in (max(scales), (syx/sxx)^(1/depth)), got {level!r}")
+    w, steps = s.copy(), np.zeros(s.size, dtype=np.int64)
+    while np.any(w < level):
+        if steps.max() >= max_steps:
+            raise ValueError(f"some scale needs more than max_steps = {max_steps} steps")
+        moving = w < level
+        w[moving] += 2 * step * (syx - sxx * w[moving] ** depth) * w[moving] ** (depth - 1)
+        steps[moving] += 1
+    return steps

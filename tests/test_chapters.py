@@ -147,6 +147,27 @@ PLANTED_BUGS = {
         "L.tied_objective = lambda M, U, lam: float(np.sum((M - U @ U.T) ** 2) + lam / 2 * np.sum(np.sum(U**2, axis=0) ** 2))",
         "landscape-dropout.lemma-d2.decrease",
     ),
+    "the curvature term of the shallow Hessian without its factor 2": (
+        "landscape-networks",
+        "import numpy as np, dropnb.networks as N\n"
+        "def _buggy_product(Sxx, Sxy, U, V, DU, DV):\n"
+        "    residual = U @ V.T @ Sxx - Sxy.T\n"
+        "    change = (DU @ V.T + U @ np.swapaxes(DV, -1, -2)) @ Sxx\n"
+        "    return (2 * change @ V + residual @ DV, 2 * np.swapaxes(change, -1, -2) @ U + residual.T @ DU)\n"
+        "N._shallow_product = _buggy_product",
+        "landscape-networks.theorem12.negative-count",
+    ),
+    "the ReLU polar taken over the arc ends only": (
+        "landscape-networks",
+        "import numpy as np, dropnb.homogeneous as H\n"
+        "def _ends_only(X, G, H=H):\n"
+        "    start, _, _ = H.arcs(X)\n"
+        "    values = H.polar_curve(X, G, start)\n"
+        "    best = int(np.argmax(values))\n"
+        "    return H.Polar(float(values[best]), float(start[best]), H.direction(start[best]))\n"
+        "H.polar = _ends_only",
+        "landscape-networks.theorem19.polar",
+    ),
 }
 
 

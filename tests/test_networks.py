@@ -192,3 +192,45 @@ GOOD = (SPD, CROSS, OUT)
 def test_bad_input_raises_naming_the_argument(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_planted_moments_have_the_requested_key_spectrum():
+    rng = np.random.default_rng(3)
+    moments = networks.planted_moments(6, [4.0, 2.0, 1.0], rng)
+    values, _ = networks.key_matrix(moments)
+    assert values == pytest.approx([4.0, 2.0, 1.0], rel=1e-12)
+    Sxx, Sxy, Syy = moments
+    joint = np.block([[Sxx, Sxy], [Sxy.T, Syy]])
+    assert np.linalg.eigvalsh(joint).min() > 0
+
+
+@pytest.mark.parametrize("bad", [[], [1.0, -1.0], [np.nan]])
+def test_planted_moments_reject_bad_spectra(bad):
+    with pytest.raises(ValueError, match="eigenvalues"):
+        networks.planted_moments(4, bad, np.random.default_rng(0))
+
+
+def test_planted_moments_need_enough_inputs():
+    with pytest.raises(ValueError, match="n0"):
+        networks.planted_moments(2, [3.0, 2.0, 1.0], np.random.default_rng(0))
+
+
+def test_balanced_scalar_steps_follow_gradient_descent_on_the_layers():
+    """The balanced recurrence is gradient descent on (w₁, …, w_L) from the balanced start."""
+    sxx, syx, syy, eta, level = 1.3, 0.7, 2.0, 0.05, 0.5
+    for depth in (2, 3):
+        w = torch.full((depth,), 0.05, dtype=torch.float64, requires_grad=True)
+        steps = 0
+        while w.detach()[0] < level:
+            p = torch.prod(w)
+            (g,) = torch.autograd.grad(syy - 2 * syx * p + sxx * p**2, w)
+            w = (w - eta * g).detach().requires_grad_(True)
+            steps += 1
+        assert networks.balanced_scalar_steps(depth, [0.05], eta, sxx, syx, level)[0] == steps
+
+
+def test_balanced_scalar_steps_reject_bad_levels():
+    with pytest.raises(ValueError, match="level"):
+        networks.balanced_scalar_steps(3, [0.1], 0.01, 1.3, 0.7, 0.05)
+    with pytest.raises(ValueError, match="level"):
+        networks.balanced_scalar_steps(3, [0.1], 0.01, 1.3, 0.7, 2.0)

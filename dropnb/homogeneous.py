@@ -1,0 +1,743 @@
+"""Sums of positively homogeneous subnetworks: a two-layer ReLU network with weight decay.
+
+Data come in columns, X ∈ ℝ^{n₀×m} and Y ∈ ℝ^{n₂×m}. The network has r hidden units; unit i has
+input weights w_i^{[1]} (column i of W₁ ∈ ℝ^{n₀×r}) and output weights w_i^{[2]} (column i of
+W₂ ∈ ℝ^{n₂×r}). Its output and the weight decay are sums over units (Vidal et al. 2022, (1.44)–(1.45)),
+
+    φ(X, w^{[1]}, w^{[2]}) = w^{[2]} ReLU(w^{[1]ᵀ}X),     θ(w^{[1]}, w^{[2]}) = ½(‖w^{[1]}‖² + ‖w^{[2]}‖²),
+    Φ = Σᵢ φᵢ = W₂ ReLU(W₁ᵀX),                          Θ = Σᵢ θᵢ,
+    F(W) = ½‖Y − Φ‖²_F + λΘ                              (the ½ convention of the source's §1.4),
+
+both positively homogeneous of degree p = 2 in the weights of a unit (Definition 1.7). With the
+residual G = Y − Φ = −∇_Z ½‖Y − Z‖² and ReLU′(0) = 0,
+
+    ∇_{W₂}F = −G Hᵀ + λW₂,   ∇_{W₁}F = −X((W₂ᵀG) ⊙ 1[W₁ᵀX > 0])ᵀ + λW₁,   H = ReLU(W₁ᵀX).
+
+Euler's identity for degree-2 homogeneity gives, at every point (kinks included),
+⟨∇_{unit i}F, W_i⟩ = 2ρᵢ with the per-unit scaling residual ρᵢ = λθᵢ − ⟨G, φᵢ⟩.
+
+The induced regularizer (1.47) Ω(Z) = min{Θ_r : Φ_r = Z} is a norm with polar (dual norm)
+
+    Ω°(G) = sup_{θ ≤ 1} ⟨G, φ⟩ = max_{‖a‖=1} ‖G ReLU(Xᵀa)‖₂,
+
+and the convex problem (1.48) min_Z ½‖Y − Z‖² + λΩ(Z) has the dual max ⟨G, Y⟩ − ½‖G‖² over
+Ω°(G) ≤ λ. Any network W gives the primal value p = F(W) ≥ F* (the lower bound (1.49)); any G
+scaled to G̃ = G·min(1, λ/Ω°(G)) gives d = ⟨G̃, Y⟩ − ½‖G̃‖² ≤ F*. So p − d certifies W: the
+certificate of Theorem 1.9, scaling stationarity ⟨G, Φ⟩ = λΘ plus Ω°(G) ≤ λ, is exactly p = d.
+
+For n₀ = 2 everything is exact. The 2m breakpoint angles of ±x_j^⊥ cut the circle into arcs on
+which the active set S = {j : x_jᵀa > 0} is fixed; there G ReLU(Xᵀa) = C_S a with
+C_S = Σ_{j∈S} g_j x_jᵀ, so the polar is a maximum of ‖C_S a‖ over arcs (candidates: the arc ends and
+the top right singular vector of C_S when it lies inside the arc). With scalar output (1.48)
+becomes a group lasso over the arcs' closed cones K_S (as in Pilanci and Ergen 2020):
+
+    F* = min ½‖y − Σ_S D_S Xᵀ(v_S − u_S)‖² + λ Σ_S (‖v_S‖ + ‖u_S‖),   v_S, u_S ∈ K_S,
+
+solved here by FISTA whose proximal step, projection onto K_S followed by group shrinkage, is the
+exact proximal map of λ‖·‖ + ι_{K_S} (Moreau's decomposition for cones), and certified by its own
+duality gap. Ω(z) itself is a basis-pursuit linear program over ReLU atoms on an angle grid that
+contains the breakpoints (within a factor cos(δ/2) of Ω for the largest angular gap δ).
+
+Theorem 1.10's flat path: if the outputs of units i ∈ I are linearly dependent, Σβᵢφᵢ = 0, then
+Wᵢ(τ) = (1 + τβᵢ)^{1/p} Wᵢ keeps Φ and moves Θ linearly, Θ(τ) = Θ + τs with s = Σβᵢθᵢ, until a
+unit reaches zero at τ_end. Adding a unit (√ε a*, √ε b) along the polar maximizer a*
+(b = G h/‖G h‖, h = ReLU(Xᵀa*)) changes F by exactly ε(λ − Ω°(G)) + ε²‖h‖²/2.
+:func:`non_increasing_path` chains slides, escapes and gradient descent into the path of
+Theorem 1.10 (Haeffele and Vidal 2015, 2017).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import linprog
+
+from .linear import check_matrix
+from .masks import check_number, check_width
+
+TWO_PI = 2 * np.pi
+
+
+# ---------------------------------------------------------------------------------------------
+# validation
+
+
+def check_data(X, Y) -> tuple[np.ndarray, np.ndarray]:
+    """(X, Y) as finite float64 matrices with the same positive number of columns m."""
+    X, Y = check_matrix(X, "X"), check_matrix(Y, "Y")
+    if X.shape[1] != Y.shape[1] or X.shape[1] == 0:
+        raise ValueError(f"X and Y must hold the same positive number of columns, got {X.shape} and {Y.shape}")
+    return X, Y
+
+
+def check_lam(lam) -> float:
+    """The regularization weight λ as a float; ValueError unless finite and > 0."""
+    return check_number(lam, "lam", "a finite number > 0", lambda x: x > 0)
+
+
+def check_weights(W1, W2, n0: int | None = None, n2: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """W₁ (…, n₀, r) and W₂ (…, n₂, r) as finite float64 arrays with the same leading (batch)
+    shape and the same width r ≥ 1; n₀, n₂ checked when given."""
+    W1, W2 = np.asarray(W1, dtype=np.float64), np.asarray(W2, dtype=np.float64)
+    for name, W in (("W1", W1), ("W2", W2)):
+        if W.ndim < 2:
+            raise ValueError(f"{name} must have at least 2 dimensions (…, rows, r), got shape {W.shape}")
+        if not np.all(np.isfinite(W)):
+            raise ValueError(f"{name} must be finite")
+    if W1.shape[:-2] != W2.shape[:-2]:
+        raise ValueError(f"W1 and W2 must have the same batch shape, got {W1.shape} and {W2.shape}")
+    if W1.shape[-1] != W2.shape[-1] or W1.shape[-1] == 0:
+        raise ValueError(f"W1 and W2 must have the same positive number of columns r, got {W1.shape} and {W2.shape}")
+    if n0 is not None and W1.shape[-2] != n0:
+        raise ValueError(f"W1 must have {n0} rows to match X, got shape {W1.shape}")
+    if n2 is not None and W2.shape[-2] != n2:
+        raise ValueError(f"W2 must have {n2} rows to match Y, got shape {W2.shape}")
+    return W1, W2
+
+
+def _check_network(X, Y, W1, W2, lam=None):
+    X, Y = check_data(X, Y)
+    W1, W2 = check_weights(W1, W2, X.shape[0], Y.shape[0])
+    return (X, Y, W1, W2) if lam is None else (X, Y, W1, W2, check_lam(lam))
+
+
+def _check_planar(X) -> np.ndarray:
+    X = check_matrix(X, "X")
+    if X.shape[0] != 2:
+        raise ValueError(f"X must have n0 = 2 rows for the exact polar and convex reference, got shape {X.shape}")
+    if X.shape[1] == 0:
+        raise ValueError("X must have at least one column")
+    return X
+
+
+def _check_residual(X, G) -> np.ndarray:
+    G = np.asarray(G, dtype=np.float64)
+    if G.ndim == 1:
+        G = G[None, :]
+    G = check_matrix(G, "G")
+    if G.shape[1] != X.shape[1]:
+        raise ValueError(f"G must have {X.shape[1]} columns to match X, got shape {G.shape}")
+    return G
+
+
+# ---------------------------------------------------------------------------------------------
+# the network
+
+
+def hidden(X, W1) -> np.ndarray:
+    """H = ReLU(W₁ᵀX), shape (…, r, m)."""
+    X = check_matrix(X, "X")
+    W1 = np.asarray(W1, dtype=np.float64)
+    return np.maximum(np.swapaxes(W1, -1, -2) @ X, 0.0)
+
+
+def outputs(X, W1, W2) -> np.ndarray:
+    """Φ = W₂ ReLU(W₁ᵀX) = Σᵢ φᵢ, shape (…, n₂, m)."""
+    X = check_matrix(X, "X")
+    W1, W2 = check_weights(W1, W2, X.shape[0])
+    return W2 @ hidden(X, W1)
+
+
+def unit_outputs(X, W1, W2) -> np.ndarray:
+    """The subnetwork outputs φᵢ = w_i^{[2]} ReLU(w_i^{[1]ᵀ}X), shape (…, r, n₂, m)."""
+    X = check_matrix(X, "X")
+    W1, W2 = check_weights(W1, W2, X.shape[0])
+    return np.swapaxes(W2, -1, -2)[..., :, :, None] * hidden(X, W1)[..., :, None, :]
+
+
+def unit_regularizers(W1, W2) -> np.ndarray:
+    """θᵢ = ½(‖w_i^{[1]}‖² + ‖w_i^{[2]}‖²), shape (…, r)."""
+    W1, W2 = check_weights(W1, W2)
+    return 0.5 * (np.sum(W1**2, axis=-2) + np.sum(W2**2, axis=-2))
+
+
+def regularizer(W1, W2) -> np.ndarray | float:
+    """Θ = Σᵢ θᵢ = ½(‖W₁‖²_F + ‖W₂‖²_F), shape (…)."""
+    value = np.sum(unit_regularizers(W1, W2), axis=-1)
+    return float(value) if np.ndim(value) == 0 else value
+
+
+def objective(X, Y, W1, W2, lam) -> np.ndarray | float:
+    """F = ½‖Y − Φ‖²_F + λΘ, shape (…)."""
+    X, Y, W1, W2, lam = _check_network(X, Y, W1, W2, lam)
+    value = 0.5 * np.sum((Y - outputs(X, W1, W2)) ** 2, axis=(-2, -1)) + lam * regularizer(W1, W2)
+    return float(value) if np.ndim(value) == 0 else value
+
+
+def gradient(X, Y, W1, W2, lam) -> tuple[np.ndarray, np.ndarray]:
+    """(∇_{W₁}F, ∇_{W₂}F) = (−X((W₂ᵀG) ⊙ 1[W₁ᵀX > 0])ᵀ + λW₁, −G Hᵀ + λW₂), G = Y − Φ, ReLU′(0) = 0."""
+    X, Y, W1, W2, lam = _check_network(X, Y, W1, W2, lam)
+    Z = np.swapaxes(W1, -1, -2) @ X
+    H = np.maximum(Z, 0.0)
+    G = Y - W2 @ H
+    back = (np.swapaxes(W2, -1, -2) @ G) * (Z > 0)
+    return -X @ np.swapaxes(back, -1, -2) + lam * W1, -G @ np.swapaxes(H, -1, -2) + lam * W2
+
+
+def scaling_residuals(X, Y, W1, W2, lam) -> np.ndarray:
+    """ρᵢ = λθᵢ − ⟨G, φᵢ⟩ (= ½⟨∇_{unit i}F, Wᵢ⟩ by Euler's identity), shape (…, r).
+
+    Σᵢρᵢ = λΘ − ⟨G, Φ⟩ is the derivative of F(√(1+τ)W) at τ = 0; it vanishes at every first-order point.
+    """
+    X, Y, W1, W2, lam = _check_network(X, Y, W1, W2, lam)
+    G = Y - outputs(X, W1, W2)
+    inner = np.sum(unit_outputs(X, W1, W2) * G[..., None, :, :], axis=(-2, -1))
+    return lam * unit_regularizers(W1, W2) - inner
+
+
+def dropout_penalty(X, W1, W2) -> np.ndarray | float:
+    """Σᵢ ‖w_i^{[2]}‖² ‖ReLU(w_i^{[1]ᵀ}X)‖²: hidden-unit dropout's regularizer without its factor
+    (1 − ρ)/ρ, positively homogeneous of degree 4 (not 2) in the weights of a unit."""
+    X = check_matrix(X, "X")
+    W1, W2 = check_weights(W1, W2, X.shape[0])
+    value = np.sum(np.sum(W2**2, axis=-2) * np.sum(hidden(X, W1) ** 2, axis=-1), axis=-1)
+    return float(value) if np.ndim(value) == 0 else value
+
+
+def split_units(W1, W2, shares) -> tuple[np.ndarray, np.ndarray]:
+    """Replace every unit by k copies (√cⱼ w^{[1]}, √cⱼ w^{[2]}), Σⱼcⱼ = 1: Φ and Θ are unchanged
+    (copies of unit i are consecutive columns)."""
+    W1, W2 = check_weights(W1, W2)
+    c = check_matrix(shares, "shares", ndim=1)
+    if np.any(c <= 0) or abs(c.sum() - 1) > 1e-12:
+        raise ValueError("shares must be positive and sum to 1")
+    root = np.sqrt(c)
+    return np.repeat(W1, len(c), axis=-1) * np.tile(root, W1.shape[-1]), np.repeat(W2, len(c), axis=-1) * np.tile(root, W2.shape[-1])
+
+
+# ---------------------------------------------------------------------------------------------
+# gradient descent, batched over a leading seed dimension
+
+
+@dataclass
+class Descent:
+    """The end point of gradient descent and its objective trace (recorded every ``every`` steps)."""
+
+    W1: np.ndarray
+    W2: np.ndarray
+    steps: np.ndarray  # (n_records,) step counts at which the objective was recorded
+    objectives: np.ndarray  # (n_records, …) objective values
+
+
+def check_schedule(schedule) -> list[tuple[float, int]]:
+    """A non-empty sequence of (step size η > 0, number of steps n ≥ 1) pairs."""
+    try:
+        pairs = [(float(eta), n) for eta, n in schedule]
+    except (TypeError, ValueError):
+        raise ValueError(f"schedule must be a sequence of (step size, number of steps) pairs, got {schedule!r}") from None
+    if not pairs:
+        raise ValueError("schedule must not be empty")
+    for eta, n in pairs:
+        if not (np.isfinite(eta) and eta > 0):
+            raise ValueError(f"schedule step sizes must be finite and > 0, got {eta!r}")
+        check_width(n, "schedule step count")
+    return [(eta, int(n)) for eta, n in pairs]
+
+
+def gradient_descent(X, Y, W1, W2, lam, schedule, every: int = 0) -> Descent:
+    """W ← W − η∇F for each (η, n) of ``schedule`` in turn, on all leading (seed) dimensions at once.
+
+    ``every`` > 0 records F at step 0, every ``every`` steps and at the end. Plain gradient descent is
+    not monotone where units cross kinks (F may rise by O(η) between steps)."""
+    X, Y, W1, W2, lam = _check_network(X, Y, W1, W2, lam)
+    schedule = check_schedule(schedule)
+    every = 0 if every == 0 else check_width(every, "every")
+    batch = W1.shape[:-2]
+    A = np.swapaxes(W1.reshape((-1,) + W1.shape[-2:]), -1, -2).copy()  # (S, r, n₀): rows are w_i^{[1]ᵀ}
+    B = W2.reshape((-1,) + W2.shape[-2:]).copy()  # (S, n₂, r)
+    S, r, m = A.shape[0], A.shape[1], X.shape[1]
+    XT = np.ascontiguousarray(X.T)
+    Z, H, back = np.empty((S, r, m)), np.empty((S, r, m)), np.empty((S, r, m))
+    active = np.empty((S, r, m), dtype=bool)
+    R = np.empty((S, Y.shape[0], m))
+    steps, values = [], []
+
+    def forward():
+        np.matmul(A, X, out=Z)
+        np.maximum(Z, 0.0, out=H)
+        np.matmul(B, H, out=R)
+        np.subtract(R, Y, out=R)  # R = Φ − Y = −G
+
+    def value():
+        return 0.5 * np.sum(R**2, axis=(1, 2)) + 0.5 * lam * (np.sum(A**2, axis=(1, 2)) + np.sum(B**2, axis=(1, 2)))
+
+    def record():
+        forward()
+        steps.append(k)
+        values.append(value())
+
+    k = 0
+    for eta, n in schedule:
+        # η and 1 − ηλ as full arrays: same-shape in-place products are the fastest
+        eta_R, decay_A, decay_B = np.full(R.shape, eta), np.full(A.shape, 1 - eta * lam), np.full(B.shape, 1 - eta * lam)
+        for _ in range(n):
+            if every and k % every == 0:
+                record()
+            else:
+                forward()
+            R *= eta_R
+            np.multiply(np.swapaxes(B, -1, -2), R, out=back)
+            np.greater(Z, 0, out=active)
+            back *= active
+            B *= decay_B
+            B -= R @ np.swapaxes(H, -1, -2)
+            A *= decay_A
+            A -= back @ XT
+            k += 1
+    if every:
+        record()
+    W1_out = np.swapaxes(A, -1, -2).reshape(W1.shape)
+    W2_out = B.reshape(W2.shape)
+    objectives = np.array(values).reshape((len(values),) + batch) if every else np.zeros((0,) + batch)
+    return Descent(W1_out, W2_out, np.array(steps, dtype=int), objectives)
+
+
+# ---------------------------------------------------------------------------------------------
+# the exact polar for n₀ = 2
+
+
+def direction(angle) -> np.ndarray:
+    """a(θ) = (cos θ, sin θ), shape (…, 2)."""
+    angle = np.asarray(angle, dtype=np.float64)
+    return np.stack([np.cos(angle), np.sin(angle)], axis=-1)
+
+
+def breakpoint_angles(X) -> np.ndarray:
+    """The sorted angles in [0, 2π) of ±x_j^⊥ (2 per non-zero column of X, n₀ = 2), where x_jᵀa(θ)
+    changes sign."""
+    X = _check_planar(X)
+    X = X[:, np.any(X != 0, axis=0)]
+    if X.shape[1] == 0:
+        raise ValueError("X must have a non-zero column")
+    base = np.arctan2(X[1], X[0])
+    return np.sort(np.mod(np.concatenate([base + np.pi / 2, base - np.pi / 2]), TWO_PI))
+
+
+def arcs(X) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start, stop, active): the arcs [start_k, stop_k] between consecutive breakpoints (stop of the
+    last arc is the first breakpoint + 2π) and the active sets 1[x_jᵀa > 0] inside them, (K, m)."""
+    X = _check_planar(X)
+    start = breakpoint_angles(X)
+    stop = np.append(start[1:], start[0] + TWO_PI)
+    active = (direction((start + stop) / 2) @ X) > 0
+    return start, stop, active
+
+
+def polar_curve(X, G, angles) -> np.ndarray:
+    """‖G ReLU(Xᵀa(θ))‖₂ at each angle θ (n₀ = 2)."""
+    X = _check_planar(X)
+    G = _check_residual(X, G)
+    H = np.maximum(direction(angles) @ X, 0.0)  # (…, m)
+    return np.linalg.norm(H @ G.T, axis=-1)
+
+
+@dataclass
+class Polar:
+    """Ω°(G) = max_{‖a‖=1} ‖G ReLU(Xᵀa)‖, its maximizing angle and direction a*."""
+
+    value: float
+    angle: float
+    direction: np.ndarray
+
+
+def polar(X, G) -> Polar:
+    """The exact polar Ω°(G) = max_θ ‖G ReLU(Xᵀa(θ))‖ for n₀ = 2: on each arc the value is ‖C_S a‖,
+    C_S = Σ_{j∈S} g_j x_jᵀ, maximized at an arc end or at the top right singular vector of C_S."""
+    X = _check_planar(X)
+    G = _check_residual(X, G)
+    start, stop, active = arcs(X)
+    C = np.einsum("pm,km,qm->kpq", G, active.astype(float), X)  # (K, n₂, 2)
+    _, _, Vt = np.linalg.svd(C)
+    top = np.arctan2(Vt[:, 0, 1], Vt[:, 0, 0])
+    candidates = [start]
+    for angle in (top, top + np.pi):
+        offset = np.mod(angle - start, TWO_PI)
+        inside = offset <= stop - start
+        candidates.append(np.where(inside, start + offset, start))
+    angles = np.mod(np.concatenate(candidates), TWO_PI)
+    values = polar_curve(X, G, angles)
+    best = int(np.argmax(values))
+    return Polar(float(values[best]), float(angles[best]), direction(angles[best]))
+
+
+# ---------------------------------------------------------------------------------------------
+# duality gap
+
+
+@dataclass
+class Certificate:
+    """Primal p = ½‖Y − Z‖² + λ·cost ≥ F* ≥ dual d, with G = Y − Z, P = Ω°(G), G̃ = G·min(1, λ/P).
+
+    ``scaling`` = ⟨G, Z⟩ − λ·cost, ``polar``/``direction`` the polar value and maximizer."""
+
+    primal: float
+    dual: float
+    polar: float
+    scaling: float
+    direction: np.ndarray
+
+    @property
+    def gap(self) -> float:
+        """p − d ≥ 0, an upper bound on p − F*."""
+        return self.primal - self.dual
+
+
+def certify(X, Y, Z, cost, lam) -> Certificate:
+    """The duality-gap certificate of an output Z with representation cost ``cost`` ≥ Ω(Z) (n₀ = 2)."""
+    X = _check_planar(X)
+    Y = check_matrix(np.atleast_2d(Y), "Y")
+    Z = check_matrix(np.atleast_2d(Z), "Z")
+    if Y.shape != Z.shape or Y.shape[1] != X.shape[1]:
+        raise ValueError(f"Y and Z must have the same shape with {X.shape[1]} columns, got {Y.shape} and {Z.shape}")
+    lam = check_lam(lam)
+    cost = float(cost)
+    if not (np.isfinite(cost) and cost >= 0):
+        raise ValueError(f"cost must be finite and ≥ 0, got {cost!r}")
+    G = Y - Z
+    P = polar(X, G)
+    kappa = 1.0 if P.value <= lam else lam / P.value
+    primal = 0.5 * np.sum(G**2) + lam * cost
+    dual = kappa * np.sum(G * Y) - 0.5 * kappa**2 * np.sum(G**2)
+    return Certificate(float(primal), float(dual), P.value, float(np.sum(G * Z) - lam * cost), P.direction)
+
+
+def network_certificate(X, Y, W1, W2, lam) -> Certificate:
+    """:func:`certify` at Z = Φ(W) with cost Θ(W) (one network, no batch dimension)."""
+    X, Y, W1, W2, lam = _check_network(X, Y, W1, W2, lam)
+    if W1.ndim != 2:
+        raise ValueError(f"W1 must be a single network (n0, r), got shape {W1.shape}")
+    return certify(X, Y, outputs(X, W1, W2), regularizer(W1, W2), lam)
+
+
+# ---------------------------------------------------------------------------------------------
+# the exact convex reference (n₀ = 2, scalar output)
+
+
+def _cone_prox(P, left, right, shrink):
+    """Row-wise exact prox of shrink·‖v‖ + ι_K(v) for the 2-d cones K = cone(left, right) (aperture < π):
+    projection onto K, then v·max(0, 1 − shrink/‖v‖)."""
+    cross_left = left[:, 0] * P[:, 1] - left[:, 1] * P[:, 0]
+    cross_right = P[:, 0] * right[:, 1] - P[:, 1] * right[:, 0]
+    inside = (cross_left >= 0) & (cross_right >= 0)
+    on_left = np.maximum(np.sum(P * left, axis=1), 0.0)
+    on_right = np.maximum(np.sum(P * right, axis=1), 0.0)
+    ray = np.where((on_left >= on_right)[:, None], on_left[:, None] * left, on_right[:, None] * right)
+    Q = np.where(inside[:, None], P, ray)
+    norms = np.linalg.norm(Q, axis=1)
+    factor = np.maximum(0.0, 1 - shrink / np.where(norms > 0, norms, 1.0))
+    return Q * factor[:, None]
+
+
+@dataclass
+class Reference:
+    """The certified solution of (1.48) for n₀ = 2 and scalar output: the cone groups v_S (positive
+    units) and u_S (negative units), the output Z, the primal and dual values and the iterations."""
+
+    V: np.ndarray  # (K, 2)
+    U: np.ndarray  # (K, 2)
+    Z: np.ndarray  # (1, m)
+    primal: float
+    dual: float
+    iterations: int
+    start: np.ndarray  # (K,) arc starts
+    stop: np.ndarray  # (K,) arc stops
+
+    @property
+    def gap(self) -> float:
+        return self.primal - self.dual
+
+    def network(self, threshold: float = 0.0, merge: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Balanced units (v/√‖v‖, +√‖v‖) and (u/√‖u‖, −√‖u‖) of the groups with norm > threshold:
+        Φ = Z and Θ = Σ_S(‖v_S‖ + ‖u_S‖). With ``merge``, groups of the same sign along the same ray
+        (a breakpoint shared by two adjacent arcs, angles within 10⁻¹² rad) become one unit."""
+        groups = np.concatenate([self.V, self.U])
+        signs = np.concatenate([np.ones(len(self.V)), -np.ones(len(self.U))])
+        norms = np.linalg.norm(groups, axis=1)
+        keep = norms > threshold
+        groups, signs = groups[keep], signs[keep]
+        if merge and len(groups) > 1:
+            angles = np.arctan2(groups[:, 1], groups[:, 0])
+            merged, merged_signs, used = [], [], np.zeros(len(groups), dtype=bool)
+            for i in range(len(groups)):
+                if used[i]:
+                    continue
+                gap = np.abs(np.mod(angles - angles[i] + np.pi, TWO_PI) - np.pi)
+                same = (~used) & (signs == signs[i]) & (gap <= 1e-12)
+                used |= same
+                merged.append(groups[same].sum(axis=0))
+                merged_signs.append(signs[i])
+            groups, signs = np.array(merged), np.array(merged_signs)
+        root = np.sqrt(np.linalg.norm(groups, axis=1))
+        return (groups / root[:, None]).T, (signs * root)[None, :]
+
+    def active_groups(self, threshold: float = 0.0) -> int:
+        return int(np.sum(np.linalg.norm(np.concatenate([self.V, self.U]), axis=1) > threshold))
+
+
+def sector_reference(X, y, lam, tol: float = 1e-10, max_iter: int = 200_000, check_every: int = 50) -> Reference:
+    """FISTA with gradient restart (O'Donoghue and Candès 2015) on the group lasso over arc cones,
+    stopped when the duality gap p − d ≤ tol·p (checked every ``check_every`` iterations)."""
+    X = _check_planar(X)
+    y = check_matrix(np.ravel(y), "y", ndim=1)
+    if y.shape[0] != X.shape[1]:
+        raise ValueError(f"y must have {X.shape[1]} entries to match X, got {y.shape[0]}")
+    lam = check_lam(lam)
+    if not (np.isfinite(tol) and tol > 0):
+        raise ValueError(f"tol must be finite and > 0, got {tol!r}")
+    max_iter = check_width(max_iter, "max_iter")
+    check_every = check_width(check_every, "check_every")
+    start, stop, active = arcs(X)
+    K, m = active.shape
+    blocks = active[:, :, None] * X.T[None, :, :]  # D_S Xᵀ, (K, m, 2)
+    A = np.concatenate([blocks, -blocks]).transpose(1, 0, 2).reshape(m, 2 * K * 2)  # columns (group, coordinate)
+    left, right = direction(start), direction(stop)
+    left2, right2 = np.concatenate([left, left]), np.concatenate([right, right])
+    L = np.linalg.norm(A, 2) ** 2
+    x = np.zeros(4 * K)
+    z = x.copy()
+    t = 1.0
+    best = None
+    for it in range(1, max_iter + 1):
+        step_point = z - A.T @ (A @ z - y) / L
+        x_new = _cone_prox(step_point.reshape(2 * K, 2), left2, right2, lam / L).ravel()
+        if np.dot(z - x_new, x_new - x) > 0:  # restart the momentum
+            t = 1.0
+            z = x_new
+        else:
+            t_new = (1 + np.sqrt(1 + 4 * t * t)) / 2
+            z = x_new + (t - 1) / t_new * (x_new - x)
+            t = t_new
+        x = x_new
+        if it % check_every == 0 or it == max_iter:
+            groups = x.reshape(2 * K, 2)
+            Z = (A @ x)[None, :]
+            cert = certify(X, y[None, :], Z, np.sum(np.linalg.norm(groups, axis=1)), lam)
+            if best is None or cert.gap < best[0].gap:
+                best = (cert, groups.copy(), Z, it)
+            if cert.gap <= tol * cert.primal:
+                break
+    cert, groups, Z, it = best
+    return Reference(groups[:K], groups[K:], Z, cert.primal, cert.dual, it, start, stop)
+
+
+# ---------------------------------------------------------------------------------------------
+# the induced regularizer Ω by basis pursuit
+
+
+def relu_dictionary(X, n_angles: int) -> tuple[np.ndarray, np.ndarray]:
+    """(angles, A): ``n_angles`` uniform angles on [0, 2π) joined with the breakpoint angles, sorted, and
+    the atoms A[:, k] = ReLU(Xᵀa(θ_k)), (m, K) (n₀ = 2)."""
+    X = _check_planar(X)
+    n_angles = check_width(n_angles, "n_angles")
+    angles = np.unique(np.concatenate([np.arange(n_angles) * (TWO_PI / n_angles), breakpoint_angles(X)]))
+    return angles, np.maximum(direction(angles) @ X, 0.0).T
+
+
+def largest_gap(angles) -> float:
+    """The largest angular distance δ between consecutive angles (cyclically)."""
+    angles = np.sort(np.mod(check_matrix(angles, "angles", ndim=1), TWO_PI))
+    return float(np.max(np.diff(np.append(angles, angles[0] + TWO_PI))))
+
+
+@dataclass
+class InducedRegularizer:
+    """Basis pursuit Ω_K(z) = min{‖c‖₁ : Σ_k c_k ReLU(Xᵀa_k) = z} over a dictionary of K angles.
+
+    ``value`` = ‖c‖₁ (an upper bound on Ω(z)); ``lower`` = ⟨q, z⟩/Ω°(q) for the LP's dual vector q,
+    a lower bound on Ω(z) by the exact polar; Ω(z) ≥ value·cos(δ/2) for the largest gap δ."""
+
+    value: float
+    lower: float
+    coefficients: np.ndarray
+    angles: np.ndarray
+    residual: float
+    cos_half_gap: float
+
+    @property
+    def support(self) -> int:
+        """The number of atoms used (non-zero coefficients): a basic solution uses at most m."""
+        return int(np.count_nonzero(self.coefficients))
+
+    def network(self) -> tuple[np.ndarray, np.ndarray]:
+        """Balanced units (√|c_k| a_k, sign(c_k)√|c_k|) of the atoms used: Φ = Σ c_k atom_k, Θ = ‖c‖₁."""
+        used = np.flatnonzero(self.coefficients)
+        c = self.coefficients[used]
+        root = np.sqrt(np.abs(c))
+        return (direction(self.angles[used]) * root[:, None]).T, (np.sign(c) * root)[None, :]
+
+
+def induced_regularizer(X, z, n_angles: int = 4000) -> InducedRegularizer:
+    """Ω(z) of (1.47) for the ReLU pair with scalar output by the linear program
+    min 1ᵀ(c⁺ + c⁻) s.t. A(c⁺ − c⁻) = z, c± ≥ 0 (HiGHS dual simplex, so the solution is a vertex)."""
+    X = _check_planar(X)
+    z = check_matrix(np.ravel(z), "z", ndim=1)
+    if z.shape[0] != X.shape[1]:
+        raise ValueError(f"z must have {X.shape[1]} entries to match X, got {z.shape[0]}")
+    angles, A = relu_dictionary(X, n_angles)
+    K = A.shape[1]
+    result = linprog(np.ones(2 * K), A_eq=np.hstack([A, -A]), b_eq=z, bounds=(0, None), method="highs-ds",
+                     options={"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10})
+    if result.status != 0:
+        raise ValueError(f"the basis pursuit failed ({result.message}); is z in the span of the atoms?")
+    c = result.x[:K] - result.x[K:]
+    q = np.asarray(result.eqlin.marginals, dtype=np.float64)
+    q_polar = polar(X, q).value
+    lower = float(q @ z / q_polar) if q_polar > 0 else 0.0
+    return InducedRegularizer(float(np.sum(np.abs(c))), lower, c, angles, float(np.linalg.norm(A @ c - z)),
+                              float(np.cos(largest_gap(angles) / 2)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Theorem 1.10's flat path and the escape step
+
+
+@dataclass
+class FlatPath:
+    """Wᵢ(τ) = (1 + τβᵢ)^{1/p} Wᵢ for τ ∈ [0, τ_end]: Σβᵢφᵢ = 0 keeps Φ, Θ(τ) = Θ + τs with s = Σβᵢθᵢ ≤ 0,
+    and unit ``index`` reaches zero at τ_end = −1/β_index."""
+
+    W1: np.ndarray
+    W2: np.ndarray
+    beta: np.ndarray  # (r,), zero outside the units used, ‖β‖ = 1
+    slope: float
+    tau_end: float
+    index: int
+    singular_value: float  # ‖Σβᵢφᵢ‖ for the unit-norm β found (≈ 0 for a dependent set)
+    degree: int = 2
+
+    def weights(self, tau: float) -> tuple[np.ndarray, np.ndarray]:
+        """(W₁(τ), W₂(τ)); at τ = τ_end unit ``index`` is set exactly to zero."""
+        factor = np.maximum(1 + tau * self.beta, 0.0) ** (1 / self.degree)
+        if tau >= self.tau_end:
+            factor[self.index] = 0.0
+        return self.W1 * factor, self.W2 * factor
+
+
+def flat_path(X, W1, W2, units=None) -> FlatPath:
+    """The flat path of Theorem 1.10 through the units ``units`` (default: all non-zero units).
+
+    β is the right singular vector of the smallest singular value of [vec φᵢ]_{i∈units} (an exact null
+    vector when the units outnumber the entries of φ), signed so that s = Σβᵢθᵢ ≤ 0."""
+    X = check_matrix(X, "X")
+    W1, W2 = check_weights(W1, W2, X.shape[0])
+    if W1.ndim != 2:
+        raise ValueError(f"W1 must be a single network (n0, r), got shape {W1.shape}")
+    theta = unit_regularizers(W1, W2)
+    r = W1.shape[1]
+    chosen = np.flatnonzero(theta > 0) if units is None else np.unique(np.asarray(units, dtype=int))
+    if chosen.size < 2 or chosen.min() < 0 or chosen.max() >= r:
+        raise ValueError(f"units must name at least two units among 0..{r - 1}, got {units!r}")
+    phi = unit_outputs(X, W1, W2)[chosen].reshape(len(chosen), -1).T  # (|φ|, k)
+    _, s, Vt = np.linalg.svd(phi, full_matrices=True)
+    sigma = float(s[-1]) if len(chosen) <= phi.shape[0] else 0.0
+    b = Vt[-1]
+    beta = np.zeros(r)
+    beta[chosen] = b
+    slope = float(beta @ theta)
+    if slope > 0 or (slope == 0 and beta.min() > -beta.max()):
+        beta, slope = -beta, -slope
+    index = int(np.argmin(beta))
+    return FlatPath(W1.copy(), W2.copy(), beta, slope, float(-1 / beta[index]), index, sigma)
+
+
+@dataclass
+class Escape:
+    """A unit (√ε a*, √ε b) put into slot ``slot`` along the polar maximizer; ``change`` is the
+    exact predicted change ε(λ − P) + ε²‖h‖²/2 of F (ε = (P − λ)/‖h‖², or 0 when P ≤ λ)."""
+
+    W1: np.ndarray
+    W2: np.ndarray
+    epsilon: float
+    polar: float
+    change: float
+    slot: int
+
+
+def escape(X, Y, W1, W2, lam, slot: int | None = None) -> Escape:
+    """The descent step of the meta-algorithm: put a unit along the polar maximizer a* into the zero
+    unit ``slot`` (default: a new unit appended) with the optimal ε = (P − λ)/‖h‖², h = ReLU(Xᵀa*)."""
+    X, Y, W1, W2, lam = _check_network(X, Y, W1, W2, lam)
+    if W1.ndim != 2:
+        raise ValueError(f"W1 must be a single network (n0, r), got shape {W1.shape}")
+    r = W1.shape[1]
+    if slot is None:
+        W1, W2, slot = np.hstack([W1, np.zeros((W1.shape[0], 1))]), np.hstack([W2, np.zeros((W2.shape[0], 1))]), r
+    else:
+        if isinstance(slot, bool) or not isinstance(slot, (int, np.integer)) or not 0 <= slot < r:
+            raise ValueError(f"slot must be a unit index in 0..{r - 1}, got {slot!r}")
+        if np.any(W1[:, slot] != 0) or np.any(W2[:, slot] != 0):
+            raise ValueError(f"slot {slot} must be a zero unit")
+        W1, W2 = W1.copy(), W2.copy()
+    G = Y - outputs(X, W1, W2)
+    P = polar(X, G)
+    h = np.maximum(P.direction @ X, 0.0)
+    Gh = G @ h
+    epsilon = max(P.value - lam, 0.0) / float(h @ h) if h @ h > 0 else 0.0
+    if epsilon > 0:
+        W1[:, slot] = np.sqrt(epsilon) * P.direction
+        W2[:, slot] = np.sqrt(epsilon) * Gh / np.linalg.norm(Gh)
+    change = epsilon * (lam - P.value) + 0.5 * epsilon**2 * float(h @ h)
+    return Escape(W1, W2, float(epsilon), P.value, float(change), int(slot))
+
+
+@dataclass
+class Segment:
+    """One piece of a non-increasing path: ``kind`` is "slide" (flat path, parameter τ), "escape"
+    (parameter ε of the new unit) or "descent" (parameter = step); ``objective`` is F along it and
+    ``outputs_change``/``theta_error`` (slides only) are max|Φ(τ) − Φ(0)| and |Θ(τ) − Θ(0) − τs|."""
+
+    kind: str
+    parameter: np.ndarray
+    objective: np.ndarray
+    W1: np.ndarray
+    W2: np.ndarray
+    polar: float = np.nan
+    predicted_change: float = np.nan
+    outputs_change: float = np.nan
+    theta_error: float = np.nan
+
+
+def non_increasing_path(X, Y, W1, W2, lam, cycle_schedule, final_schedule, cycles: int, points: int = 25,
+                        every: int = 100) -> list[Segment]:
+    """Theorem 1.10's construction from (W₁, W₂) (one network): up to ``cycles`` times, slide along a flat
+    path until a unit vanishes (when no unit is zero), put a unit along the polar maximizer into a zero
+    unit when Ω°(G) > λ (stop otherwise), and run gradient descent with ``cycle_schedule``; finally run
+    gradient descent with ``final_schedule``. Slides and escapes are sampled at ``points`` values."""
+    X, Y, W1, W2, lam = _check_network(X, Y, W1, W2, lam)
+    if W1.ndim != 2:
+        raise ValueError(f"W1 must be a single network (n0, r), got shape {W1.shape}")
+    cycles, points = check_width(cycles, "cycles"), check_width(points, "points")
+    segments: list[Segment] = []
+    for _ in range(cycles):
+        theta = unit_regularizers(W1, W2)
+        zero = np.flatnonzero(theta == 0)
+        if zero.size == 0:
+            path = flat_path(X, W1, W2)
+            taus = np.linspace(0, path.tau_end, points)
+            weights = [path.weights(t) for t in taus]
+            phi0 = outputs(X, W1, W2)
+            segments.append(Segment(
+                "slide", taus, np.array([objective(X, Y, A, B, lam) for A, B in weights]), *weights[-1],
+                outputs_change=max(float(np.abs(outputs(X, A, B) - phi0).max()) for A, B in weights),
+                theta_error=max(abs(regularizer(A, B) - regularizer(W1, W2) - t * path.slope) for t, (A, B) in zip(taus, weights))))
+            W1, W2 = weights[-1]
+            zero = np.array([path.index])
+        step = escape(X, Y, W1, W2, lam, slot=int(zero[0]))
+        if step.epsilon == 0:
+            break
+        eps = np.linspace(0, step.epsilon, points)
+        values = []
+        for e in eps:
+            A, B = W1.copy(), W2.copy()
+            A[:, step.slot] = step.W1[:, step.slot] * np.sqrt(e / step.epsilon)
+            B[:, step.slot] = step.W2[:, step.slot] * np.sqrt(e / step.epsilon)
+            values.append(objective(X, Y, A, B, lam))
+        segments.append(Segment("escape", eps, np.array(values), step.W1, step.W2, polar=step.polar,
+                                predicted_change=step.change))
+        run = gradient_descent(X, Y, step.W1, step.W2, lam, cycle_schedule, every=every)
+        segments.append(Segment("descent", run.steps.astype(float), run.objectives, run.W1, run.W2))
+        W1, W2 = run.W1, run.W2
+    run = gradient_descent(X, Y, W1, W2, lam, final_schedule, every=every)
+    segments.append(Segment("descent", run.steps.astype(float), run.objectives, run.W1, run.W2))
+    return segments
