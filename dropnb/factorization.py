@@ -53,7 +53,7 @@ from .masks import check_number, check_width
 from .shrinkage import check_spectrum
 
 __all__ = [
-    "nuclear_norm", "singular_value_threshold", "convex_objective", "dual_objective", "objective", "gradient",
+    "nuclear_norm", "singular_value_threshold", "convex_objective", "objective", "gradient",
     "flat_objective", "balanced_factors", "optimal_factors", "optimal_value", "squared_nuclear_threshold",
     "top_singular_triple", "Certificate", "certificate", "spectral_rounding", "value_rounding", "duality_gap",
     "append_column", "append_change", "split_units", "expose_null_columns", "Descent", "gradient_descent",
@@ -146,25 +146,6 @@ def convex_objective(Y, Z, lam: float, mu: float = 0.0, width: int | None = None
             raise ValueError("width is required when mu > 0")
         value = value + mu / check_width(width) * nuclear**2
     return _scalar(value)
-
-
-def dual_objective(Y, Q, lam: float, mu: float = 0.0, width: int | None = None) -> float:
-    """D(Q) = ⟨Q, Y⟩ − ½‖Q‖²_F − Ω*(Q) with Ω*(Q) = width·(‖Q‖₂ − λ)²₊/(4μ) for μ > 0; for μ = 0
-    (Ω* the indicator of ‖Q‖₂ ≤ λ) Q is first scaled by min(1, λ/‖Q‖₂) into the feasible set, the
-    dual point :func:`duality_gap` uses. D ≤ min P ≤ min F (weak duality)."""
-    Y, Q = check_matrix(Y, "Y"), check_matrix(Q, "Q")
-    if Q.shape != Y.shape:
-        raise ValueError(f"Q must have the shape of Y {Y.shape}, got {Q.shape}")
-    lam, mu = _nonnegative(lam, "lam"), _nonnegative(mu, "mu")
-    spectral = float(np.linalg.svd(Q, compute_uv=False)[0])
-    conjugate = 0.0
-    if mu > 0:
-        if width is None:
-            raise ValueError("width is required when mu > 0")
-        conjugate = check_width(width) * max(spectral - lam, 0.0) ** 2 / (4 * mu)
-    elif spectral > lam:
-        Q = Q * (lam / spectral)
-    return float(np.sum(Q * Y) - 0.5 * np.sum(Q**2) - conjugate)
 
 
 # ---------------------------------------------------------------------------------------------

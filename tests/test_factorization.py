@@ -76,11 +76,8 @@ def test_svt_minimizes_the_convex_objective():
     Q = (Y - Z) / lam  # a subgradient of the nuclear norm at Z
     assert np.linalg.norm(Q, 2) == pytest.approx(1.0, rel=1e-12)
     assert np.sum(Q * Z) == pytest.approx(fz.nuclear_norm(Z), rel=1e-12)
-    assert fz.dual_objective(Y, Y - Z, lam) == pytest.approx(best, rel=1e-12)
     batch = Z + rng.standard_normal((3, 6, 5))
     np.testing.assert_allclose(fz.convex_objective(Y, batch, lam), [fz.convex_objective(Y, B, lam) for B in batch])
-    assert fz.dual_objective(Y, 1.3 * (Y - Z), lam) == pytest.approx(best, rel=1e-12)  # scaled back
-    assert fz.dual_objective(Y, 0.5 * (Y - Z), lam) < best
 
 
 def test_balanced_factors_attain_the_variational_form():
