@@ -66,6 +66,15 @@ def roundoff_tolerance(operations: int) -> float:
     return nu / (1 - nu)
 
 
+def hessian_cutoff(H) -> float:
+    """γ_n‖H‖_F with n = 10p²: the rounding bound for assembling a p × p Hessian and computing its
+    eigenvalues. An eigenvalue within it of zero counts as zero."""
+    H = np.asarray(H, dtype=np.float64)
+    if H.ndim != 2 or H.shape[0] != H.shape[1] or H.shape[0] == 0:
+        raise ValueError(f"H must be a non-empty square matrix, got shape {H.shape}")
+    return roundoff_tolerance(10 * H.shape[0] ** 2) * float(np.linalg.norm(H))
+
+
 def claims_dir() -> Path:
     """``$DROPNB_CLAIMS_DIR`` if set, else ``_build/claims`` under the book's top folder."""
     value = os.environ.get(CLAIMS_DIR_VARIABLE)

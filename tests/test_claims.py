@@ -297,3 +297,10 @@ def test_claims_dir_defaults_to_the_book_build_folder(tmp_path, monkeypatch):
     (tmp_path / "chapters").mkdir()
     monkeypatch.chdir(tmp_path / "chapters")
     assert claims_module.claims_dir() == tmp_path.resolve() / "_build" / "claims"
+
+
+def test_hessian_cutoff_is_the_rounding_bound_of_a_square_matrix():
+    H = np.diag([3.0, -4.0])
+    assert claims_module.hessian_cutoff(H) == pytest.approx(claims_module.roundoff_tolerance(40) * 5.0)
+    with pytest.raises(ValueError, match="square"):
+        claims_module.hessian_cutoff(np.ones((2, 3)))
