@@ -175,17 +175,6 @@ def gradient(X, Y, W1, W2, lam) -> tuple[np.ndarray, np.ndarray]:
     return -X @ np.swapaxes(back, -1, -2) + lam * W1, -G @ np.swapaxes(H, -1, -2) + lam * W2
 
 
-def scaling_residuals(X, Y, W1, W2, lam) -> np.ndarray:
-    """ρᵢ = λθᵢ − ⟨G, φᵢ⟩ (= ½⟨∇_{unit i}F, Wᵢ⟩ by Euler's identity), shape (…, r).
-
-    Σᵢρᵢ = λΘ − ⟨G, Φ⟩ is the derivative of F(√(1+τ)W) at τ = 0; it vanishes at every first-order point.
-    """
-    X, Y, W1, W2, lam = _check_network(X, Y, W1, W2, lam)
-    G = Y - outputs(X, W1, W2)
-    inner = np.sum(unit_outputs(X, W1, W2) * G[..., None, :, :], axis=(-2, -1))
-    return lam * unit_regularizers(W1, W2) - inner
-
-
 def dropout_penalty(X, W1, W2) -> np.ndarray | float:
     """Σᵢ ‖w_i^{[2]}‖² ‖ReLU(w_i^{[1]ᵀ}X)‖²: hidden-unit dropout's regularizer without its factor
     (1 − ρ)/ρ, positively homogeneous of degree 4 (not 2) in the weights of a unit."""

@@ -76,7 +76,9 @@ def test_euler_identity_for_every_unit():
     W1, W2 = rng.standard_normal((2, 7)), rng.standard_normal((1, 7))
     g1, g2 = hg.gradient(X, Y, W1, W2, 0.1)
     per_unit = np.sum(g1 * W1, axis=0) + np.sum(g2 * W2, axis=0)
-    assert np.allclose(per_unit, 2 * hg.scaling_residuals(X, Y, W1, W2, 0.1), atol=1e-12)
+    G = Y - hg.outputs(X, W1, W2)
+    residuals = 0.1 * hg.unit_regularizers(W1, W2) - np.sum(hg.unit_outputs(X, W1, W2) * G[None], axis=(-2, -1))
+    assert np.allclose(per_unit, 2 * residuals, atol=1e-12)
 
 
 def test_positive_homogeneity_of_degree_two_and_dropout_degree_four():
