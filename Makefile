@@ -1,25 +1,49 @@
 # Set up the environment, build the book, run the tests. Needs Python 3.11 and the package
-# registries only; everything installs into .venv from requirements.txt.
+# registries only; everything installs into .venv from requirements.txt. `make help` lists the targets.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 READY := $(VENV)/.installed
+NAME ?= regularizer
+PROFILE ?= quick
+# Idle OpenMP threads (torch, MKL) sleep instead of spinning, so that runs side by side share the cores.
+export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: book test goldens clean
+.PHONY: help book test unit chapter seeds paths goldens timings clean
+
+help:  ## list the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z]+):.*## /  make \1\t/' | expand -t 24
 
 $(READY): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -r requirements.txt
 	touch $@
 
-book: $(READY)  ## build the book into _build/html (profile: $$DROPNB_PROFILE, default book)
+book: $(READY)  ## build the book into _build/html (profile: DROPNB_PROFILE, default book)
 	$(BIN)/jupyter-book build -W -n --keep-going .
 
-test: $(READY)  ## unit tests, chapters at the quick profile, notebook regression, book build
+test: $(READY)  ## everything: unit tests, the chapters at quick (claims, goldens, planted bugs), the book build
 	$(BIN)/python -m pytest
 
-goldens: $(READY)  ## refresh the notebook-regression goldens in tests/golden/
-	$(BIN)/python -m dropnb.notebooks goldens
+unit: $(READY)  ## the unit tests of dropnb alone (no chapter runs)
+	$(BIN)/python -m pytest -m "not chapters"
+
+chapter: $(READY)  ## run one chapter: make chapter NAME=structured PROFILE=book [SEED=3]
+	$(BIN)/python -m dropnb.notebooks run $(NAME) --profile $(PROFILE) $(if $(SEED),--seed $(SEED))
+
+seeds: $(READY)  ## slow: every chapter at quick under ten other seeds; every claim must hold
+	$(BIN)/python -m dropnb.notebooks seeds --count 10
+
+paths: $(READY)  ## slow: every chapter at quick on other numeric code paths, compared with the goldens
+	$(BIN)/python -m dropnb.notebooks paths
+
+goldens: $(READY)  ## refresh tests/golden/ from a run of every chapter at quick (after a deliberate change)
+	rm -rf _build/goldens
+	$(BIN)/python -m dropnb.notebooks all --folder _build/goldens
+	$(BIN)/python -m dropnb.regression refresh --records _build/goldens
+
+timings: $(READY)  ## wall time of every chapter at PROFILE (default quick), alone and two at once
+	$(BIN)/python benchmarks/book.py --profile $(PROFILE)
 
 clean:  ## remove the built book, the execution cache and the claim records
 	rm -rf _build

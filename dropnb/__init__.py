@@ -14,24 +14,30 @@ minimum), :mod:`~dropnb.dropconnect` (DropConnect's objective),
 
 from __future__ import annotations
 
-from .claims import Claims, ClaimFailed
-from .config import Config, configure_threads, default_device, resolve_profile
-from .plotting import use_style
+from . import threads
+
+threads.set_defaults()  # before torch and scipy start their thread pools
+
+from .claims import Claims, ClaimFailed  # noqa: E402
+from .config import Config, configure_threads, default_device, resolve_profile, resolve_seed  # noqa: E402
+from .plotting import use_style  # noqa: E402
 
 __all__ = ["Claims", "ClaimFailed", "Config", "setup"]
 
 
-def setup(chapter: str, profile: str | None = None, seed: int = 0) -> tuple[Config, Claims]:
-    """Start a chapter run: resolve the profile, set threads, dtype and figure style, open its claims.
+def setup(chapter: str, profile: str | None = None, seed: int | None = None,
+          default_seed: int = 0) -> tuple[Config, Claims]:
+    """Start a chapter run: resolve profile and seed, set threads, dtype and figure style, open its claims.
 
-    ``profile`` overrides ``$DROPNB_PROFILE`` (default ``book``). Prints one line describing the run.
+    ``profile`` overrides ``$DROPNB_PROFILE`` (default ``book``); ``seed`` overrides ``$DROPNB_SEED``
+    (default ``default_seed``, the chapter's own). Prints one line describing the run.
     """
     import torch
 
     configure_threads()
     torch.set_default_dtype(torch.float64)
     use_style()
-    config = Config(profile=resolve_profile(profile), seed=seed, device=default_device())
-    claims = Claims(chapter, config.profile, device=config.device.type)
+    config = Config(profile=resolve_profile(profile), seed=resolve_seed(seed, default_seed), device=default_device())
+    claims = Claims(chapter, config.profile, device=config.device.type, seed=config.seed)
     print(config.describe())
     return config, claims

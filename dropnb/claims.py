@@ -111,6 +111,7 @@ class Record:
     device: str
     printed: str | None = None
     printed_target: float | None = None
+    seed: int | None = None
 
     def _ipython_display_(self) -> None:
         """Show nothing when a cell ends with a claim: its line is already printed."""
@@ -135,12 +136,14 @@ class Claims:
     record. ``seconds`` defaults to the time since the previous record (or since creation).
     """
 
-    def __init__(self, chapter: str, profile: str, device: str = "cpu", directory: Path | None = None):
+    def __init__(self, chapter: str, profile: str, device: str = "cpu", directory: Path | None = None,
+                 seed: int | None = None):
         if not _ID.match(chapter):
             raise ValueError(f"chapter must be a lower-case identifier, got {chapter!r}")
         self.chapter = chapter
         self.profile = profile
         self.device = device
+        self.seed = seed
         self.records: list[Record] = []
         self.path = Path(directory or claims_dir()) / f"{chapter}.jsonl"
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -167,7 +170,7 @@ class Claims:
             Record(id=self._new_id(id), chapter=self.chapter, kind="claim", source=source,
                    statement=statement, measured=measured, target=target, comparison=comparison,
                    tolerance=tolerance, basis=basis, passed=passed, profile=self.profile,
-                   seconds=self._seconds(seconds), device=self.device)
+                   seconds=self._seconds(seconds), device=self.device, seed=self.seed)
         )
 
     def erratum(
@@ -198,7 +201,7 @@ class Claims:
                    statement=corrected, measured=measured, target=corrected_target, comparison="close",
                    tolerance=tolerance, basis=basis, passed=passed, profile=self.profile,
                    seconds=self._seconds(seconds), device=self.device, printed=printed,
-                   printed_target=printed_target)
+                   printed_target=printed_target, seed=self.seed)
         )
 
     def table(self):
@@ -206,10 +209,6 @@ class Claims:
         from IPython.display import Markdown
 
         return Markdown(markdown_table(self.records))
-
-    def summary(self, digits: int = 3) -> str:
-        """Ids, verdicts and measured values to ``digits`` significant digits (for regression)."""
-        return "\n".join(f"{r.id} {'PASS' if r.passed else 'FAIL'} {r.measured:.{digits}g}" for r in self.records)
 
     def _check_numbers(self, measured: Any, target: Any, tolerance: Any) -> tuple[float, float, float]:
         measured = _number(measured, "measured")

@@ -1,7 +1,8 @@
 """Run configuration of a chapter: profile, seeds, device, threads and dtypes.
 
-A chapter starts with a ``parameters`` cell (``profile = None``, ``seed = ...``) that papermill
-may override, and then calls :func:`setup`. The profile chooses problem sizes, never claims:
+A chapter starts with a ``parameters`` cell (``profile = None``, ``seed = None``) that papermill
+may override, and then calls :func:`dropnb.setup`. ``None`` reads the environment:
+``$DROPNB_PROFILE`` (default ``book``) and ``$DROPNB_SEED`` (default: the chapter's own seed). The profile chooses problem sizes, never claims:
 
 ========  ===================  ====================================
 profile   used for             budget
@@ -22,12 +23,15 @@ from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
+import threadpoolctl
 import torch
+
+from .threads import threads_from_environment
 
 PROFILES = ("quick", "book", "full")
 DEFAULT_PROFILE = "book"
 PROFILE_VARIABLE = "DROPNB_PROFILE"
-THREADS_VARIABLE = "DROPNB_THREADS"
+SEED_VARIABLE = "DROPNB_SEED"
 
 T = TypeVar("T")
 
@@ -38,6 +42,17 @@ def resolve_profile(profile: str | None = None) -> str:
     if value not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}, got {value!r}")
     return value
+
+
+def resolve_seed(seed: int | None, default: int) -> int:
+    """The base seed: the argument if given, else ``$DROPNB_SEED``, else the chapter's ``default``."""
+    if seed is None:
+        value = os.environ.get(SEED_VARIABLE) or ""
+        if value and not value.isdigit():
+            raise ValueError(f"{SEED_VARIABLE} must be a non-negative integer, got {value!r}")
+        seed = int(value) if value else default
+    stream_seed(seed, "")
+    return int(seed)
 
 
 def default_device() -> torch.device:
@@ -92,17 +107,14 @@ class Config:
 
 
 def configure_threads() -> int:
-    """Set torch's intra-op threads from ``$DROPNB_THREADS`` (default: all cores); return the count.
+    """Set every loaded numeric library to ``$DROPNB_THREADS`` threads (default 1); return the count.
 
-    The chapters' linear algebra is small, so more threads than cores only adds overhead.
+    torch through ``torch.set_num_threads``; numpy's and scipy's OpenBLAS and torch's OpenMP through
+    threadpoolctl, since they may have started before the chapter imported dropnb.
     """
-    value = os.environ.get(THREADS_VARIABLE)
-    threads = os.cpu_count() or 1
-    if value is not None:
-        if not value.isdigit() or int(value) < 1:
-            raise ValueError(f"{THREADS_VARIABLE} must be a positive integer, got {value!r}")
-        threads = int(value)
+    threads = threads_from_environment()
     torch.set_num_threads(threads)
+    threadpoolctl.threadpool_limits(threads)
     return threads
 
 

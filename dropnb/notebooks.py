@@ -1,12 +1,15 @@
-"""Run the book's chapters as notebooks, and keep the regression goldens.
+"""Run the book's chapters as notebooks: one at a time, or many at once in separate processes.
 
 Command line (from the book's top folder)::
 
-    python -m dropnb.notebooks run regularizer --profile full   # execute one chapter
-    python -m dropnb.notebooks goldens                          # refresh tests/golden/*.ipynb
+    python -m dropnb.notebooks run regularizer --profile full         # execute one chapter
+    python -m dropnb.notebooks all --folder _build/quick               # every chapter, records into a folder
+    python -m dropnb.notebooks seeds --count 10                       # every chapter under 10 other seeds
+    python -m dropnb.notebooks paths                                  # other numeric code paths vs goldens
 
 A chapter is a MyST Markdown notebook ``chapters/<name>.md``; it is converted with jupytext and
-executed by papermill with the working directory ``chapters/`` and the parameter ``profile``.
+executed by papermill with the working directory ``chapters/`` and the parameters ``profile``
+and ``seed`` (``None``: the environment's, else the chapter's own).
 """
 
 from __future__ import annotations
@@ -14,26 +17,32 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
+import sys
 import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable, Iterator
 
 import jupytext
 import nbformat
 import papermill
 
-from .claims import CLAIMS_DIR_VARIABLE
+from .claims import CLAIMS_DIR_VARIABLE, load_records
 from .config import PROFILES, book_root, resolve_profile
+from .threads import thread_environment
 
 ROOT = book_root(Path(__file__).parent)
 CHAPTERS = ROOT / "chapters"
-GOLDENS = ROOT / "tests" / "golden"
-CHECK_TAG = "nbval-check-output"
+LEDGER = CHAPTERS / "ledger.json"
 
 
 def chapters_with_claims() -> list[str]:
     """The chapters named in the committed ledger, in book order."""
-    return list(json.loads((CHAPTERS / "ledger.json").read_text()))
+    return list(json.loads(LEDGER.read_text()))
 
 
 def load_chapter(name: str) -> nbformat.NotebookNode:
@@ -58,66 +67,170 @@ def _environment(**values: str | None):
                 os.environ[key] = value
 
 
-def execute(name: str, output: Path, profile: str = "quick", claims_dir: Path | None = None,
-            prepend: str | None = None) -> nbformat.NotebookNode:
+def execute(name: str, output: Path, profile: str = "quick", seed: int | None = None,
+            claims_dir: Path | None = None, prepend: str | None = None) -> nbformat.NotebookNode:
     """Execute chapter ``name`` at ``profile`` into ``output`` (.ipynb); return the executed notebook.
 
-    ``claims_dir`` redirects the chapter's records; ``prepend`` is code run before the chapter
-    (the tests use it to plant bugs). Raises papermill's execution error when a cell fails.
+    ``seed`` overrides the chapter's seed; ``claims_dir`` redirects its records; ``prepend`` is code
+    run before the chapter (the tests use it to plant bugs). Raises papermill's execution error
+    when a cell fails.
     """
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
     notebook = load_chapter(name)
     if prepend:
         notebook.cells.insert(0, nbformat.v4.new_code_cell(prepend))
+    parameters = {"profile": profile} | ({} if seed is None else {"seed": int(seed)})
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
         source = Path(scratch) / f"{name}.ipynb"
         nbformat.write(notebook, source)
-        with _environment(**{CLAIMS_DIR_VARIABLE: str(claims_dir) if claims_dir else None}):
+        with _environment(**{CLAIMS_DIR_VARIABLE: str(Path(claims_dir).resolve()) if claims_dir else None}):
             return papermill.execute_notebook(
-                source, output, parameters={"profile": profile}, cwd=str(CHAPTERS), kernel_name="python3",
+                source, output, parameters=parameters, cwd=str(CHAPTERS), kernel_name="python3",
                 language="python", progress_bar=False,
             )
 
 
-def refresh_golden(name: str) -> Path:
-    """Execute ``name`` at ``quick`` and keep, as its golden, only the outputs checked by nbval."""
-    target = GOLDENS / f"{name}.ipynb"
-    with tempfile.TemporaryDirectory() as scratch:
-        notebook = execute(name, Path(scratch) / f"{name}.ipynb", profile="quick", claims_dir=Path(scratch))
-    for cell in notebook.cells:
-        if cell.cell_type == "code":
-            if CHECK_TAG not in cell.metadata.get("tags", []):
-                cell.outputs = []
-        cell.metadata.pop("papermill", None)
-        cell.metadata.pop("execution", None)
-    notebook.metadata.pop("papermill", None)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(notebook, target)
-    return target
+@dataclass(frozen=True)
+class Job:
+    """One chapter run in its own process: chapter, profile, seed, output folder, extra environment."""
+
+    chapter: str
+    folder: Path
+    profile: str = "quick"
+    seed: int | None = None
+    environment: dict[str, str] = field(default_factory=dict)
 
 
-def main(argv: list[str] | None = None) -> None:
+@dataclass(frozen=True)
+class Outcome:
+    """What a :class:`Job` gave: its exit status, wall time, records and the end of its error output."""
+
+    job: Job
+    returncode: int
+    seconds: float
+    records: list[dict]
+    error: str
+
+    @property
+    def failed_claims(self) -> list[str]:
+        return [r["id"] for r in self.records if not r["passed"]]
+
+
+# Numeric code paths other than this machine's defaults: OpenBLAS kernels (numpy and scipy), numpy's
+# SIMD loops, torch's CPU capability and MKL's code branch, each with one or two threads.
+CODE_PATHS = {
+    "prescott, 1 thread, torch default": (1, {"OPENBLAS_CORETYPE": "Prescott", "ATEN_CPU_CAPABILITY": "default"}),
+    "haswell, 2 threads, torch avx2, numpy without AVX-512": (2, {
+        "OPENBLAS_CORETYPE": "Haswell", "ATEN_CPU_CAPABILITY": "avx2",
+        "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR"}),
+    "sandybridge, 1 thread, MKL compatible branch": (1, {"OPENBLAS_CORETYPE": "Sandybridge", "MKL_CBWR": "COMPATIBLE"}),
+}
+
+
+def run_job(job: Job) -> Outcome:
+    """Execute ``job`` in a fresh process (``python -m dropnb.notebooks run``); records go to its folder."""
+    folder = job.folder.resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "dropnb.notebooks", "run", job.chapter, "--profile", job.profile,
+               "--claims-dir", str(folder), "--output", str(folder / f"{job.chapter}.ipynb")]
+    if job.seed is not None:
+        command += ["--seed", str(job.seed)]
+    start = time.perf_counter()
+    result = subprocess.run(command, cwd=ROOT, env=os.environ | job.environment, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    records = load_records(folder, [job.chapter]).get(job.chapter, [])
+    return Outcome(job, result.returncode, seconds, records, result.stderr[-3000:] if result.returncode else "")
+
+
+def run_jobs(jobs: list[Job], parallel: int = 1) -> Iterator[Outcome]:
+    """Run ``jobs``, ``parallel`` at a time; yield the outcomes in the order of ``jobs``, each as soon as
+    it and those before it are done."""
+    if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
+        raise ValueError(f"parallel must be a positive integer, got {parallel!r}")
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        yield from pool.map(run_job, jobs)
+
+
+def _report(outcomes: Iterable[Outcome]) -> int:
+    """Print one line per outcome (a failed claim, a failed run, or no claim at all fails it); return
+    the number of failed runs."""
+    failures = 0
+    for o in outcomes:
+        ok = o.returncode == 0 and o.records and not o.failed_claims
+        failures += not ok
+        seed = "default" if o.job.seed is None else o.job.seed
+        reason = ", ".join(o.failed_claims) or (o.error.strip().splitlines() or ["no claim recorded"])[-1]
+        verdict = "ok" if ok else f"FAILED {reason}"
+        print(f"{o.job.chapter:<20} seed {seed!s:<8} {o.seconds:7.1f} s  "
+              f"{sum(r['passed'] for r in o.records)}/{len(o.records)} records  {verdict}", flush=True)
+    return failures
+
+
+def _check_code_paths(names: list[str], folder: Path) -> int:
+    """Run ``names`` on every code path of :data:`CODE_PATHS`; return 1 if any run or comparison fails."""
+    from .regression import compare_folder
+
+    checks = failures = 0
+    for number, (path, (threads, environment)) in enumerate(CODE_PATHS.items()):
+        print(f"code path: {path}", flush=True)
+        records = folder / f"path-{number}"
+        jobs = [Job(name, records, environment=thread_environment(threads) | environment) for name in names]
+        failures += _report(run_jobs(jobs, parallel=2 if threads == 1 else 1))
+        for chapter, problems in compare_folder(records, names).items():
+            failures += bool(problems)
+            print(f"  {chapter}: " + ("matches its golden" if not problems else "\n    ".join(["differs:", *problems])))
+        checks += 2 * len(names)
+    return _closing_line(checks, failures)
+
+
+def _closing_line(total: int, failures: int) -> int:
+    """Print "N passed, N failed"; return the exit status."""
+    print(f"{total - failures} passed, {failures} failed")
+    return 1 if failures else 0
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dropnb.notebooks", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="execute one chapter with papermill")
     run.add_argument("chapter")
     run.add_argument("--profile", choices=PROFILES, help="default: $DROPNB_PROFILE, else book")
+    run.add_argument("--seed", type=int, help="default: $DROPNB_SEED, else the chapter's own")
     run.add_argument("--output", type=Path, help="executed notebook (default _build/run/<chapter>.ipynb)")
-    goldens = commands.add_parser("goldens", help="refresh the nbval goldens in tests/golden/")
-    goldens.add_argument("chapters", nargs="*", help="chapters to refresh (default: every chapter in the ledger)")
+    run.add_argument("--claims-dir", type=Path, help="where the records go (default $DROPNB_CLAIMS_DIR)")
+    every = commands.add_parser("all", help="run chapters (in parallel processes); records go to one folder")
+    every.add_argument("chapters", nargs="*", help="default: every chapter in the ledger")
+    every.add_argument("--profile", choices=PROFILES, default="quick")
+    every.add_argument("--seed", type=int, help="default: the chapter's own")
+    every.add_argument("--parallel", type=int, default=os.cpu_count() or 1, help="runs at once")
+    every.add_argument("--folder", type=Path, default=ROOT / "_build" / "quick", help="records and notebooks")
+    seeds = commands.add_parser("seeds", help="run chapters at quick under other seeds; all claims must hold")
+    seeds.add_argument("chapters", nargs="*", help="default: every chapter in the ledger")
+    seeds.add_argument("--count", type=int, default=10, help="how many seeds (1, 2, …; default 10)")
+    seeds.add_argument("--parallel", type=int, default=os.cpu_count() or 1, help="runs at once")
+    seeds.add_argument("--folder", type=Path, default=ROOT / "_build" / "seeds", help="records and notebooks")
+    paths = commands.add_parser("paths", help="run chapters at quick on other numeric code paths; compare with goldens")
+    paths.add_argument("chapters", nargs="*", help="default: every chapter in the ledger")
+    paths.add_argument("--folder", type=Path, default=ROOT / "_build" / "paths", help="records and notebooks")
     args = parser.parse_args(argv)
     if args.command == "run":
         profile = resolve_profile(args.profile)
         output = args.output or ROOT / "_build" / "run" / f"{args.chapter}.ipynb"
-        execute(args.chapter, output, profile=profile)
+        execute(args.chapter, output, profile=profile, seed=args.seed, claims_dir=args.claims_dir)
         print(f"executed {args.chapter} at profile {profile}: {output}")
+        return 0
+    names = args.chapters or chapters_with_claims()
+    if args.command == "paths":
+        return _check_code_paths(names, args.folder)
+    if args.command == "all":
+        jobs = [Job(name, args.folder, profile=args.profile, seed=args.seed) for name in names]
     else:
-        for name in args.chapters or chapters_with_claims():
-            print(f"refreshed {refresh_golden(name)}")
+        jobs = [Job(name, args.folder / f"seed-{seed}", seed=seed) for seed in range(1, args.count + 1) for name in names]
+    return _closing_line(len(jobs), _report(run_jobs(jobs, args.parallel)))
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,9 +1,48 @@
-"""Test-session setup: the chapters' claim records go to a scratch folder, never into _build."""
+"""Test-session setup.
+
+* Claim records of the planted-bug and determinism runs go to a scratch folder, never into _build.
+* ``quick_build``: the book is built once at the ``quick`` profile; that one execution of every
+  chapter serves the claims tests, the regression comparison and the book-build tests.
+* Tests that need the chapters executed carry the marker ``chapters`` (``make unit`` skips them).
+"""
 
 import os
+import subprocess
+import sys
 import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from dropnb.claims import CLAIMS_DIR_VARIABLE
+from dropnb.config import PROFILE_VARIABLE
+from dropnb.notebooks import ROOT
 
 
 def pytest_configure(config):
-    # Kernels started by papermill, nbval and the book build inherit this environment.
-    os.environ["DROPNB_CLAIMS_DIR"] = tempfile.mkdtemp(prefix="dropnb-claims-")
+    # Kernels started by papermill and the book build inherit this environment.
+    os.environ[CLAIMS_DIR_VARIABLE] = tempfile.mkdtemp(prefix="dropnb-claims-")
+
+
+@dataclass(frozen=True)
+class QuickBuild:
+    """The book built at ``quick``: exit status and log, HTML, claim records, executed notebooks."""
+
+    returncode: int
+    log: str
+    html: Path
+    claims: Path
+    executed: Path
+
+
+@pytest.fixture(scope="session")
+def quick_build(tmp_path_factory) -> QuickBuild:
+    """Build the book with -W into a scratch folder at the quick profile (every chapter runs once)."""
+    out = tmp_path_factory.mktemp("book")
+    env = os.environ | {PROFILE_VARIABLE: "quick", CLAIMS_DIR_VARIABLE: str(out / "claims")}
+    jupyter_book = Path(sys.executable).with_name("jupyter-book")
+    result = subprocess.run([str(jupyter_book), "build", "-W", "-n", "--keep-going", "--path-output", str(out),
+                             str(ROOT)], env=env, capture_output=True, text=True)
+    return QuickBuild(result.returncode, result.stdout[-5000:] + result.stderr[-5000:], out / "_build" / "html",
+                      out / "claims", out / "_build" / "jupyter_execute" / "chapters")

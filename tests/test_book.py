@@ -1,31 +1,28 @@
 """The whole book builds at the quick profile with zero warnings, offline, from its records."""
 
 import json
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
 from dropnb.notebooks import CHAPTERS, ROOT
 
+pytestmark = pytest.mark.chapters
+
 REMOTE_SCRIPT = re.compile(r"<script[^>]*\bsrc=[\"'](?:https?:)?//", re.IGNORECASE)
 REMOTE_URL_IN_INLINE_SCRIPT = re.compile(r"<script(?![^>]*\bsrc=)[^>]*>[^<]*https?://", re.IGNORECASE)
 
 
 @pytest.fixture(scope="module")
-def book(tmp_path_factory):
-    """Build the book into a scratch folder with -W; return the HTML folder."""
-    out = tmp_path_factory.mktemp("book")
-    env = dict(os.environ, DROPNB_PROFILE="quick", DROPNB_CLAIMS_DIR=str(out / "claims"))
-    jupyter_book = Path(sys.executable).with_name("jupyter-book")
-    result = subprocess.run([str(jupyter_book), "build", "-W", "-n", "--keep-going", "--path-output", str(out), str(ROOT)],
-                            env=env, capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
-    return out / "_build" / "html"
+def book(quick_build):
+    """The HTML folder of the session's quick build, which must have passed with -W."""
+    assert quick_build.returncode == 0, quick_build.log
+    return quick_build.html
+
+
+def test_the_book_builds_with_no_warning(quick_build):
+    assert quick_build.returncode == 0, quick_build.log
 
 
 def toc_pages():

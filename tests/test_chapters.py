@@ -1,49 +1,53 @@
-"""Every chapter executes at the quick profile, every claim holds, and the claims can fail."""
+"""Every chapter executes at the quick profile, every claim holds, and the claims can fail.
+
+The records and executed notebooks come from the one quick build of the session (conftest);
+the planted bugs run the chapter again, up to the first failing claim.
+"""
 
 import json
 
+import nbformat
 import pytest
 from papermill.exceptions import PapermillExecutionError
 
-from dropnb.notebooks import CHAPTERS, chapters_with_claims, execute
+from dropnb.claims import load_records
+from dropnb.notebooks import LEDGER, chapters_with_claims, execute
 
+pytestmark = pytest.mark.chapters
 REQUIRED_FIELDS = {"id", "chapter", "source", "statement", "measured", "target", "comparison",
-                   "tolerance", "passed", "profile", "seconds"}
-
-
-@pytest.fixture(scope="module", params=chapters_with_claims())
-def executed(request, tmp_path_factory):
-    """(chapter name, executed notebook, records) for each chapter in the ledger."""
-    name = request.param
-    folder = tmp_path_factory.mktemp(name)
-    notebook = execute(name, folder / f"{name}.ipynb", profile="quick", claims_dir=folder)
-    records = [json.loads(line) for line in (folder / f"{name}.jsonl").read_text().splitlines()]
-    return name, notebook, records
+                   "tolerance", "passed", "profile", "seed", "seconds"}
 
 
 def ledger(name):
-    return json.loads((CHAPTERS / "ledger.json").read_text())[name]
+    return json.loads(LEDGER.read_text())[name]
 
 
-def test_every_claim_holds_at_quick(executed):
-    name, _, records = executed
-    assert records, f"chapter {name} recorded no claim"
-    for record in records:
+@pytest.fixture(params=chapters_with_claims())
+def records(request, quick_build):
+    """(chapter name, its records from the quick build)."""
+    return request.param, load_records(quick_build.claims, [request.param]).get(request.param, [])
+
+
+def test_every_claim_holds_at_quick(records):
+    name, rs = records
+    assert rs, f"chapter {name} recorded no claim"
+    for record in rs:
         assert REQUIRED_FIELDS <= record.keys()
         assert record["chapter"] == name and record["profile"] == "quick"
         assert record["passed"], record["id"]
 
 
-def test_claim_ids_equal_the_ledger(executed):
-    name, _, records = executed
-    assert [r["id"] for r in records] == ledger(name)
+def test_claim_ids_equal_the_ledger(records):
+    name, rs = records
+    assert [r["id"] for r in rs] == ledger(name)
 
 
-def test_every_claim_is_glued(executed):
-    _, notebook, records = executed
+def test_every_claim_is_glued(records, quick_build):
+    name, rs = records
+    notebook = nbformat.read(quick_build.executed / f"{name}.ipynb", as_version=4)
     glued = {output.get("metadata", {}).get("scrapbook", {}).get("name")
              for cell in notebook.cells if cell.cell_type == "code" for output in cell.get("outputs", [])}
-    assert {r["id"] for r in records} <= glued
+    assert {r["id"] for r in rs} <= glued
 
 
 # Each planted bug runs before the chapter (private names: the kernel namespace is shared with

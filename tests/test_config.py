@@ -1,11 +1,13 @@
 """Run configuration: profiles, seeds and random streams, threads, the book's top folder."""
 
+import os
+
 import numpy as np
 import pytest
 import torch
 
-from dropnb import config
-from dropnb.config import Config, book_root, configure_threads, resolve_profile, stream_seed
+from dropnb import config, threads
+from dropnb.config import Config, book_root, configure_threads, resolve_profile, resolve_seed, stream_seed
 
 CPU = torch.device("cpu")
 
@@ -80,6 +82,38 @@ def test_bad_seed_raises(seed):
         Config(profile="book", seed=seed, device=CPU)
 
 
+@pytest.fixture
+def no_seed_variable(monkeypatch):
+    monkeypatch.delenv(config.SEED_VARIABLE, raising=False)
+
+
+def test_seed_defaults_to_the_chapter_seed(no_seed_variable):
+    assert resolve_seed(None, 2018) == 2018
+
+
+@pytest.mark.parametrize("value, expected", [("3", 3), ("", 2018)])
+def test_seed_from_environment(monkeypatch, value, expected):
+    monkeypatch.setenv(config.SEED_VARIABLE, value)
+    assert resolve_seed(None, 2018) == expected
+
+
+def test_seed_argument_overrides_environment(monkeypatch):
+    monkeypatch.setenv(config.SEED_VARIABLE, "3")
+    assert resolve_seed(5, 2018) == 5
+
+
+@pytest.mark.parametrize("value", ["-1", "1.5", "seven"])
+def test_bad_seed_in_environment_raises(monkeypatch, value):
+    monkeypatch.setenv(config.SEED_VARIABLE, value)
+    with pytest.raises(ValueError, match=config.SEED_VARIABLE):
+        resolve_seed(None, 2018)
+
+
+def test_bad_seed_argument_raises(no_seed_variable):
+    with pytest.raises(ValueError, match="^seed must"):
+        resolve_seed(-2, 2018)
+
+
 def test_stream_seed_rejects_negative_seed():
     with pytest.raises(ValueError, match="^seed must"):
         stream_seed(-3, "data")
@@ -132,15 +166,44 @@ def test_describe_names_profile_and_seed():
 
 @pytest.mark.parametrize("value", ["zero", "0", "-2", "1.5", ""])
 def test_bad_threads_variable_raises(monkeypatch, value):
-    monkeypatch.setenv(config.THREADS_VARIABLE, value)
-    with pytest.raises(ValueError, match=config.THREADS_VARIABLE):
+    monkeypatch.setenv(threads.THREADS_VARIABLE, value)
+    with pytest.raises(ValueError, match=threads.THREADS_VARIABLE):
         configure_threads()
 
 
 def test_threads_variable_sets_torch_threads(monkeypatch, restore_threads):
-    monkeypatch.setenv(config.THREADS_VARIABLE, "1")
+    monkeypatch.setenv(threads.THREADS_VARIABLE, "2")
+    assert configure_threads() == 2
+    assert torch.get_num_threads() == 2
+
+
+def test_threads_default_to_one_in_every_loaded_library(monkeypatch, restore_threads):
+    from threadpoolctl import threadpool_info
+
+    monkeypatch.delenv(threads.THREADS_VARIABLE, raising=False)
     assert configure_threads() == 1
     assert torch.get_num_threads() == 1
+    assert {pool["num_threads"] for pool in threadpool_info()} == {1}
+
+
+def test_thread_environment_names_every_library():
+    env = threads.thread_environment(3)
+    assert env[threads.THREADS_VARIABLE] == env["OMP_NUM_THREADS"] == env["OPENBLAS_NUM_THREADS"] == "3"
+    assert env["OMP_WAIT_POLICY"] == "PASSIVE"
+
+
+@pytest.mark.parametrize("count", [0, -1, 1.5, True, "2"])
+def test_thread_environment_rejects_bad_counts(count):
+    with pytest.raises(ValueError, match="^threads must"):
+        threads.thread_environment(count)
+
+
+def test_thread_defaults_keep_settings_already_made(monkeypatch):
+    monkeypatch.setenv(threads.THREADS_VARIABLE, "2")
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    threads.set_defaults()
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "4" and os.environ["OMP_NUM_THREADS"] == "2"
 
 
 # --- the book's top folder ------------------------------------------------------------------------

@@ -1,0 +1,156 @@
+"""The regression layer: records against the committed goldens at bands from each claim's basis.
+
+Unit tests of the comparison on synthetic and committed records, then the session's quick build
+against the goldens, and a repeated run that must reproduce its records bit for bit.
+"""
+
+import copy
+import json
+
+import pytest
+
+from dropnb.claims import load_records
+from dropnb.notebooks import chapters_with_claims, execute
+from dropnb.regression import GOLDENS, differences, golden_record, read_golden, write_golden
+
+
+def record(id="ch.a", comparison="close", measured=1.0, target=1.0, tolerance=0.5, **extra):
+    fields = dict(id=id, kind="claim", profile="quick", seed=7, comparison=comparison, passed=True,
+                  basis="5 standard errors, 1000 samples", measured=measured, target=target,
+                  tolerance=tolerance, printed_target=None)
+    return fields | extra
+
+
+# --- the comparison -------------------------------------------------------------------------------
+
+
+def test_identical_records_match():
+    golden = [record(), record("ch.b", "at_most", measured=0.1, target=1.0, tolerance=0.0)]
+    assert differences(golden, copy.deepcopy(golden)) == []
+
+
+def test_a_one_sided_claim_keeps_only_its_verdict():
+    golden = [record(comparison="at_most", measured=1e-4, target=1.0, tolerance=0.0)]
+    assert differences(golden, [record(comparison="at_most", measured=0.9, target=1.0, tolerance=0.0)]) == []
+
+
+def test_a_computed_bound_of_a_one_sided_claim_may_change_its_digits():
+    golden = [record(comparison="at_least", measured=3.0, target=4.8987523314954364e-11, tolerance=0.0)]
+    moved = [record(comparison="at_least", measured=3.0, target=4.898752331495432e-11, tolerance=0.0)]
+    assert differences(golden, moved) == []
+
+
+@pytest.mark.parametrize("measured, matches", [(1.49, True), (0.51, True), (1.51, False), (0.49, False)])
+def test_a_two_sided_claim_may_move_by_its_tolerance(measured, matches):
+    assert (differences([record()], [record(measured=measured, passed=True)]) == []) is matches
+
+
+def test_the_residual_moves_with_the_target():
+    """A target that moved within its band carries the measured value with it."""
+    assert differences([record()], [record(measured=1.4, target=1.4)]) == []
+
+
+@pytest.mark.parametrize("change", [
+    dict(target=1.6),                                       # the target moved out of its band
+    dict(basis="4 standard errors, 1000 samples"),          # a changed constant
+    dict(passed=False),                                     # the verdict
+    dict(comparison="at_least"),
+    dict(seed=8),                                           # a run under another seed
+    dict(profile="book"),
+    dict(kind="erratum"),
+])
+def test_a_changed_setting_fails(change):
+    assert differences([record()], [record(**change)])
+
+
+def test_printed_targets_of_errata_are_held_to_their_band():
+    golden = [record(kind="erratum", printed_target=3.0)]
+    assert differences(golden, [record(kind="erratum", printed_target=3.4)]) == []
+    assert differences(golden, [record(kind="erratum", printed_target=3.6)])
+
+
+@pytest.mark.parametrize("ids, message", [(["ch.a"], "missing ['ch.b']"), (["ch.b", "ch.a"], "order changed"),
+                                          (["ch.a", "ch.b", "ch.c"], "unexpected ['ch.c']")])
+def test_ids_must_be_the_golden_ones_in_order(ids, message):
+    golden = [record("ch.a"), record("ch.b")]
+    problems = differences(golden, [record(i) for i in ids])
+    assert problems and message in problems[0]
+
+
+def test_write_and_read_a_golden(tmp_path):
+    records = [record() | {"statement": "s", "seconds": 1.0}]
+    write_golden("ch", records, tmp_path)
+    assert read_golden("ch", tmp_path) == [golden_record(records[0])]
+    with pytest.raises(ValueError, match="records"):
+        write_golden("ch", [], tmp_path)
+    with pytest.raises(ValueError, match="no golden"):
+        read_golden("other", tmp_path)
+
+
+# --- on the committed goldens ---------------------------------------------------------------------
+
+MONTE_CARLO = "regularizer.lemma-a1.monte-carlo.gaussian"
+
+
+def test_every_chapter_has_a_golden_at_quick():
+    for chapter in chapters_with_claims():
+        golden = read_golden(chapter)
+        assert {g["profile"] for g in golden} == {"quick"} and all(g["passed"] for g in golden)
+
+
+def test_a_changed_constant_in_a_chapter_fails_it():
+    """The regularizer with 4 instead of 5 standard errors in its Monte-Carlo claims."""
+    golden = read_golden("regularizer")
+    changed = copy.deepcopy(golden)
+    for r in changed:
+        if r["basis"].startswith("5 standard errors"):
+            r["tolerance"] *= 4 / 5
+            r["basis"] = r["basis"].replace("5 standard errors", "4 standard errors")
+    assert any("basis" in p for p in differences(golden, changed))
+
+
+@pytest.mark.parametrize("shift, matches", [(0.9, True), (1.1, False)])
+def test_a_monte_carlo_estimate_may_move_by_its_tolerance_only(shift, matches):
+    golden = read_golden("regularizer")
+    moved = copy.deepcopy(golden)
+    estimate = next(r for r in moved if r["id"] == MONTE_CARLO)
+    estimate["measured"] += shift * estimate["tolerance"]
+    assert (differences(golden, moved) == []) is matches
+
+
+def test_rounding_level_values_may_change_their_digits():
+    """Every value of a one-sided claim at a third of its golden size, and the errors of exact identities
+    (target 0) halved: what another BLAS or thread count could give."""
+    golden = read_golden("landscape-networks")
+    moved = copy.deepcopy(golden)
+    for r in moved:
+        if r["comparison"] in ("at_most", "at_least") and r["target"] == 1 and abs(r["measured"]) < 1:
+            r["measured"] /= 3
+        elif r["comparison"] == "close" and r["target"] == 0:
+            r["measured"] /= 2
+    assert differences(golden, moved) == []
+
+
+# --- the chapters as they are ---------------------------------------------------------------------
+
+
+@pytest.mark.chapters
+@pytest.mark.parametrize("chapter", chapters_with_claims())
+def test_the_quick_build_matches_the_golden(chapter, quick_build):
+    records = load_records(quick_build.claims, [chapter]).get(chapter, [])
+    assert differences(read_golden(chapter), records) == []
+
+
+@pytest.mark.chapters
+def test_a_repeated_run_reproduces_its_records_bit_for_bit(quick_build, tmp_path):
+    """Same machine, same settings, same seed: every field but the timing is identical."""
+    chapter = "regularizer"
+    execute(chapter, tmp_path / f"{chapter}.ipynb", profile="quick", claims_dir=tmp_path)
+    def strip(records):
+        return [json.dumps({k: v for k, v in r.items() if k != "seconds"}, sort_keys=True) for r in records]
+    again = load_records(tmp_path, [chapter])[chapter]
+    assert strip(again) == strip(load_records(quick_build.claims, [chapter])[chapter])
+
+
+def test_goldens_folder_holds_only_ledger_chapters():
+    assert sorted(p.stem for p in GOLDENS.glob("*.json")) == sorted(chapters_with_claims())
