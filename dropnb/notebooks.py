@@ -68,18 +68,25 @@ def _environment(**values: str | None):
 
 
 def execute(name: str, output: Path, profile: str = "quick", seed: int | None = None,
-            claims_dir: Path | None = None, prepend: str | None = None) -> nbformat.NotebookNode:
+            claims_dir: Path | None = None, prepend: str | None = None,
+            replace: tuple[str, str] | None = None) -> nbformat.NotebookNode:
     """Execute chapter ``name`` at ``profile`` into ``output`` (.ipynb); return the executed notebook.
 
-    ``seed`` overrides the chapter's seed; ``claims_dir`` redirects its records; ``prepend`` is code
-    run before the chapter (the tests use it to plant bugs). Raises papermill's execution error
-    when a cell fails.
+    ``seed`` overrides the chapter's seed; ``claims_dir`` redirects its records. The tests change
+    a chapter two ways: ``prepend`` is code run before it (a planted bug), ``replace = (old, new)``
+    rewrites one piece of its code (a changed constant). Raises papermill's execution error when a
+    cell fails.
     """
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
     notebook = load_chapter(name)
     if prepend:
         notebook.cells.insert(0, nbformat.v4.new_code_cell(prepend))
+    if replace:
+        cells = [cell for cell in notebook.cells if cell.cell_type == "code" and replace[0] in cell.source]
+        if len(cells) != 1:
+            raise ValueError(f"replace must name code found in exactly one cell of {name}, got {replace[0]!r}")
+        cells[0].source = cells[0].source.replace(replace[0], replace[1])
     parameters = {"profile": profile} | ({} if seed is None else {"seed": int(seed)})
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)

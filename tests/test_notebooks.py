@@ -21,6 +21,12 @@ def test_unknown_profile_raises(tmp_path):
         execute("regularizer", tmp_path / "x.ipynb", profile="fast")
 
 
+@pytest.mark.parametrize("old", ["no such code", "claims.claim("])
+def test_replace_must_name_code_in_exactly_one_cell(old, tmp_path):
+    with pytest.raises(ValueError, match="^replace must"):
+        execute("regularizer", tmp_path / "x.ipynb", replace=(old, "x"))
+
+
 @pytest.mark.parametrize("parallel", [0, -1, 1.5, True])
 def test_run_jobs_rejects_bad_parallelism(parallel, tmp_path):
     with pytest.raises(ValueError, match="^parallel must"):

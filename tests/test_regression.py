@@ -142,6 +142,17 @@ def test_the_quick_build_matches_the_golden(chapter, quick_build):
 
 
 @pytest.mark.chapters
+def test_a_chapter_run_with_a_changed_constant_fails_its_golden(tmp_path):
+    """The regularizer run with 4 instead of 5 standard errors: every claim still holds, the golden catches it."""
+    execute("regularizer", tmp_path / "changed.ipynb", profile="quick", claims_dir=tmp_path,
+            replace=("z_bound = 5.0", "z_bound = 4.0"))
+    records = load_records(tmp_path, ["regularizer"])["regularizer"]
+    assert all(r["passed"] for r in records)
+    problems = differences(read_golden("regularizer"), records)
+    assert problems and all("basis" in p for p in problems)
+
+
+@pytest.mark.chapters
 def test_a_repeated_run_reproduces_its_records_bit_for_bit(quick_build, tmp_path):
     """Same machine, same settings, same seed: every field but the timing is identical."""
     chapter = "regularizer"
