@@ -4,6 +4,8 @@
 * ``quick_build``: the book is built once at the ``quick`` profile; that one execution of every
   chapter serves the claims tests, the regression comparison and the book-build tests.
 * Tests that need the chapters executed carry the marker ``chapters`` (``make unit`` skips them).
+* Under CI (``CI`` set), hypothesis draws the same examples on every run, so that a CI verdict
+  does not depend on the draw; local runs keep exploring new examples.
 """
 
 import os
@@ -14,10 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from dropnb.claims import CLAIMS_DIR_VARIABLE
 from dropnb.config import PROFILE_VARIABLE
 from dropnb.notebooks import ROOT
+
+
+settings.register_profile("ci", derandomize=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 
 def pytest_configure(config):
