@@ -1,15 +1,26 @@
 """dropnb: the shared helpers of the executable book *Dropout, derived*.
 
-Modules by concept: :mod:`~dropnb.config` (profile, seeds, device), :mod:`~dropnb.claims`
-(claims and errata), :mod:`~dropnb.masks` (dropout masks and their moments),
-:mod:`~dropnb.linear` (the shallow linear network with dropout), :mod:`~dropnb.deep` (deep
-linear networks with dropout on every hidden layer), :mod:`~dropnb.equalizer`
-(equalizers and equalized factorizations), :mod:`~dropnb.shrinkage` (the closed-form global
-optimum), :mod:`~dropnb.training` (batched dropout SGD and gradient descent),
-:mod:`~dropnb.structured` (DropBlock: the spectral s-support norm and the closed-form
-minimum), :mod:`~dropnb.dropconnect` (DropConnect's objective),
-:mod:`~dropnb.optimize` (L-BFGS with error certificates), :mod:`~dropnb.stats`,
-:mod:`~dropnb.data`, :mod:`~dropnb.plotting` (figure style).
+Modules by concept:
+
+* running a chapter: :mod:`~dropnb.config` (profile, seeds, device), :mod:`~dropnb.threads`
+  (thread counts of the numeric libraries), :mod:`~dropnb.claims` (claims and errata),
+  :mod:`~dropnb.notebooks` (executing chapters), :mod:`~dropnb.regression` (golden claim
+  records), :mod:`~dropnb.sphinxext` (the pages generated from the records), :mod:`~dropnb.plotting`
+  (figure style);
+* masks and shallow networks: :mod:`~dropnb.masks` (dropout masks and their moments),
+  :mod:`~dropnb.linear` (the shallow linear network with dropout), :mod:`~dropnb.equalizer`
+  (equalizers), :mod:`~dropnb.shrinkage` (the closed-form global optimum),
+  :mod:`~dropnb.dropconnect` (DropConnect's objective);
+* deeper and structured models: :mod:`~dropnb.deep` (deep linear networks),
+  :mod:`~dropnb.structured` (DropBlock and the spectral s-support norm), :mod:`~dropnb.features`
+  (a feature extractor with DropBlock on the digits);
+* landscapes: :mod:`~dropnb.landscape` (gradients, Hessians and critical points of the dropout
+  objectives), :mod:`~dropnb.networks` (critical points of linear networks),
+  :mod:`~dropnb.factorization` (matrix factorization with weight decay of variable width),
+  :mod:`~dropnb.homogeneous` (positively homogeneous networks and their certificates);
+* numerics: :mod:`~dropnb.training` (batched dropout training), :mod:`~dropnb.optimize` (L-BFGS
+  with error certificates), :mod:`~dropnb.stats` (Monte-Carlo estimates), :mod:`~dropnb.data`
+  (synthetic and bundled data).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from .linear import check_matrix, check_rate, dropout_lambda
-from .masks import MAX_ENUMERATION, check_retain, check_width
+from .masks import MAX_ENUMERATION, check_retain
 from .shrinkage import support, optimal_value
 
 

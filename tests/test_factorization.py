@@ -210,13 +210,14 @@ def test_append_change_is_exact(lam, mu):
 
 def test_split_units_halves_the_dropout_penalty_only():
     rng = np.random.default_rng(10)
-    Y = instance()
     U, V = random_point(rng, 6, 5, 3)
     U2, V2 = fz.split_units(U, V, 2)
     assert U2.shape == (6, 6)
     np.testing.assert_allclose(U2 @ V2.T, U @ V.T, atol=1e-13)
     assert np.sum(U2**2) + np.sum(V2**2) == pytest.approx(np.sum(U**2) + np.sum(V**2), rel=1e-14)
-    penalty = lambda A, B: np.sum(equalizer.importance_scores(A, B) ** 2)  # noqa: E731
+    def penalty(A, B):
+        return np.sum(equalizer.importance_scores(A, B) ** 2)
+
     assert penalty(U2, V2) == pytest.approx(penalty(U, V) / 2, rel=1e-14)
     with pytest.raises(ValueError, match="copies"):
         fz.split_units(U, V, 0)

@@ -6,7 +6,7 @@ import torch
 
 from dropnb import linear
 from dropnb.claims import roundoff_tolerance
-from dropnb.masks import Bernoulli, Blocks, Finite
+from dropnb.masks import Bernoulli, Blocks
 from helpers import random_finite
 
 D1, D2 = 3, 4

@@ -323,7 +323,7 @@ def appendix_a_second_moment(width, window, retain, expansion):
     """E[bᵢbₗ] by the formulas as printed in Appendix A, straight from θ (an independent computation):
     keep 1 − 2qⁿ + q^{2n−o}, q = 1 − θ' = (1 − θ)^{1/n}; drop p^{2n−o}, p = 1 − γ = θ^{1/n}."""
     n = window
-    overlap = np.array([[max(0, n - abs(i - l)) for l in range(width)] for i in range(width)])
+    overlap = np.array([[max(0, n - abs(i - j)) for j in range(width)] for i in range(width)])
     if expansion == "keep":
         q = (1 - retain) ** (1 / n)
         return 1 - 2 * q**n + q ** (2 * n - overlap)

@@ -89,7 +89,9 @@ def test_certificate_without_curvature_gives_no_bound():
 
 def test_curve_second_derivative_of_a_quadratic_along_a_parabola():
     # f(x) = ½(x₀² + 4x₁²) along x(t) = (1 + t², t): g(t) = ½(1 + t²)² + 2t², g''(0) = 2 + 4 = 6.
-    curve = lambda t: torch.stack([1 + t**2, t])
+    def curve(t):
+        return torch.stack([1 + t**2, t])
+
     assert optimize.curve_second_derivative(quadratic, curve) == pytest.approx(6.0, abs=1e-14)
     # g''(t) = 6t² + 2 + 4 at t = 0.5
     assert optimize.curve_second_derivative(quadratic, curve, 0.5) == pytest.approx(7.5, abs=1e-14)
@@ -116,7 +118,9 @@ def test_tied_curvature_along_a_column_rotation():
     lam = 0.3
     fun, _ = linear.flat_objective(np.eye(3), 2, lam, tied=True)
     U_t = torch.tensor(U)
-    curve = lambda t: linear.column_rotation(U_t, 0, 1, t).reshape(-1)
+    def curve(t):
+        return linear.column_rotation(U_t, 0, 1, t).reshape(-1)
+
     assert optimize.curve_second_derivative(fun, curve) == pytest.approx(-4 * lam * (4.0 - 1.0) ** 2, abs=1e-12)
 
 
