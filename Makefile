@@ -6,8 +6,6 @@ BIN := $(VENV)/bin
 READY := $(VENV)/.installed
 NAME ?= regularizer
 PROFILE ?= quick
-# Idle OpenMP threads (torch, MKL) sleep instead of spinning, so that runs side by side share the cores.
-export OMP_WAIT_POLICY ?= PASSIVE
 
 .PHONY: help book test unit chapter seeds paths goldens timings clean
 

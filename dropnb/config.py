@@ -2,7 +2,8 @@
 
 A chapter starts with a ``parameters`` cell (``profile = None``, ``seed = None``) that papermill
 may override, and then calls :func:`dropnb.setup`. ``None`` reads the environment:
-``$DROPNB_PROFILE`` (default ``book``) and ``$DROPNB_SEED`` (default: the chapter's own seed). The profile chooses problem sizes, never claims:
+``$DROPNB_PROFILE`` (default ``book``) and ``$DROPNB_SEED`` (default: the chapter's own seed).
+The profile chooses problem sizes, never claims:
 
 ========  ===================  ====================================
 profile   used for             budget

@@ -178,7 +178,7 @@ def _report(outcomes: Iterable[Outcome]) -> int:
 
 def _check_code_paths(names: list[str], folder: Path) -> int:
     """Run ``names`` on every code path of :data:`CODE_PATHS`; return 1 if any run or comparison fails."""
-    from .regression import compare_folder
+    from .regression import compare_folder, verdict
 
     checks = failures = 0
     for number, (path, (threads, environment)) in enumerate(CODE_PATHS.items()):
@@ -188,7 +188,7 @@ def _check_code_paths(names: list[str], folder: Path) -> int:
         failures += _report(run_jobs(jobs, parallel=2 if threads == 1 else 1))
         for chapter, problems in compare_folder(records, names).items():
             failures += bool(problems)
-            print(f"  {chapter}: " + ("matches its golden" if not problems else "\n    ".join(["differs:", *problems])))
+            print(verdict(chapter, problems))
         checks += 2 * len(names)
     return _closing_line(checks, failures)
 

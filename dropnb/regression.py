@@ -117,6 +117,11 @@ def compare_folder(records_dir: Path, chapters: Iterable[str], folder: Path = GO
     return {chapter: differences(read_golden(chapter, folder), found.get(chapter, [])) for chapter in chapters}
 
 
+def verdict(chapter: str, problems: list[str]) -> str:
+    """One readable report of a chapter's comparison with its golden."""
+    return f"{chapter}: " + ("matches its golden" if not problems else "\n  ".join(["differs:", *problems]))
+
+
 def main(argv: list[str] | None = None) -> int:
     from .notebooks import chapters_with_claims
 
@@ -137,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     for chapter, problems in compare_folder(args.records, chapters).items():
         failed += bool(problems)
-        print(f"{chapter}: " + ("matches its golden" if not problems else "\n  ".join(["differs:", *problems])))
+        print(verdict(chapter, problems))
     return 1 if failed else 0
 
 
