@@ -48,6 +48,7 @@ import torch
 
 from .claims import roundoff_tolerance
 from .deep import nuclear_norm
+from .engine import Run, Schedule, descend
 from .linear import check_matrix, check_rate
 from .masks import check_number, check_width
 from .shrinkage import check_spectrum
@@ -56,7 +57,7 @@ __all__ = [
     "nuclear_norm", "singular_value_threshold", "convex_objective", "objective", "gradient",
     "flat_objective", "balanced_factors", "optimal_factors", "optimal_value", "squared_nuclear_threshold",
     "top_singular_triple", "Certificate", "certificate", "spectral_rounding", "value_rounding", "duality_gap",
-    "append_column", "append_change", "split_units", "expose_null_columns", "Descent", "gradient_descent",
+    "append_column", "append_change", "split_units", "expose_null_columns", "gradient_descent",
     "Stage", "MetaRun", "meta_algorithm",
 ]
 
@@ -395,25 +396,17 @@ def expose_null_columns(U, V) -> tuple[np.ndarray, np.ndarray]:
 # algorithms
 
 
-@dataclass(frozen=True)
-class Descent:
-    """Where gradient descent ended: factors ``U``, ``V`` (batched as given), ``steps`` taken and
-    final ``gradient_norm`` per run, ``converged`` (‖∇F‖ ≤ tol), and ``trace`` (checkpoints × runs)
-    of F every ``trace_every`` steps (empty if not asked for)."""
-
-    U: np.ndarray
-    V: np.ndarray
-    steps: np.ndarray
-    gradient_norm: np.ndarray
-    converged: np.ndarray
-    trace: np.ndarray
-
-
 def gradient_descent(Y, U0, V0, lam, mu=0.0, *, step: float, tol: float, max_steps: int,
-                     trace_every: int | None = None) -> Descent:
+                     trace_every: int | None = None) -> Run:
     """U ← U − η∇_U F, V ← V − η∇_V F for a batch of runs (leading dimensions of U0, V0; λ and μ may
-    differ per run), each frozen once ‖∇F‖ ≤ ``tol``. Zero columns stay exactly zero (their gradient
-    vanishes), so narrower problems can share a batch as zero-padded columns."""
+    differ per run), each frozen once ‖∇F‖ ≤ ``tol``, on :func:`dropnb.engine.descend`. Zero
+    columns stay exactly zero (their gradient vanishes), so narrower problems can share a batch as
+    zero-padded columns.
+
+    The run's state is ``U``, ``V``; ``metrics["objective"]`` holds F every ``trace_every`` steps
+    (if asked); ``outcome`` holds per run the ``iterations`` taken, the final ``gradient_norm`` and
+    whether it ``converged`` (‖∇F‖ ≤ tol). ``taken`` is the step at which every run had converged,
+    or ``max_steps``."""
     Y, U, V = _check_problem(Y, U0, V0)
     batch = U.shape[:-2]
     lam, mu = _check_weight(lam, "lam", batch), _check_weight(mu, "mu", batch)
@@ -421,24 +414,29 @@ def gradient_descent(Y, U0, V0, lam, mu=0.0, *, step: float, tol: float, max_ste
     max_steps = check_width(max_steps, "max_steps")
     if trace_every is not None:
         trace_every = check_width(trace_every, "trace_every")
-    U, V = U.copy(), V.copy()
-    steps = np.zeros(batch, dtype=int)
+    state = dict(U=U.copy(), V=V.copy())
+    iterations = np.zeros(batch, dtype=int)
     active = np.ones(batch, dtype=bool)
-    trace = []
-    for t in range(max_steps + 1):
-        if trace_every is not None and t % trace_every == 0:
-            trace.append(objective(Y, U, V, lam, mu))
-        grad_u, grad_v = _gradient(Y, U, V, lam, mu)
-        norm = np.sqrt(_sq(grad_u) + _sq(grad_v))
-        active &= norm > tol
-        if not active.any() or t == max_steps:
-            break
-        move = (step * active)[..., None, None]
-        U -= move * grad_u
-        V -= move * grad_v
-        steps += active
-    return Descent(U=U, V=V, steps=steps, gradient_norm=norm, converged=norm <= tol,
-                   trace=np.array(trace) if trace else np.empty((0,) + batch))
+
+    def advance(t: int, eta: float) -> bool | None:
+        grad_u, grad_v = _gradient(Y, state["U"], state["V"], lam, mu)
+        active[...] &= np.sqrt(_sq(grad_u) + _sq(grad_v)) > tol
+        if not active.any():
+            return True
+        move = (eta * active)[..., None, None]
+        state["U"] -= move * grad_u
+        state["V"] -= move * grad_v
+        iterations[...] += active
+        return None
+
+    run = descend(state, advance, Schedule.constant(step, max_steps),
+                  checkpoints=[0] if trace_every is None else np.arange(0, max_steps + 1, trace_every),
+                  metrics=None if trace_every is None else lambda s: dict(objective=objective(Y, s["U"], s["V"], lam, mu)),
+                  progress=False, description="gradient descent")
+    grad_u, grad_v = _gradient(Y, run.final["U"], run.final["V"], lam, mu)
+    norm = np.sqrt(_sq(grad_u) + _sq(grad_v))
+    run.outcome.update(iterations=iterations, gradient_norm=norm, converged=norm <= tol)
+    return run
 
 
 @dataclass(frozen=True)
@@ -487,10 +485,11 @@ def meta_algorithm(Y, lam: float, U0, V0, *, step: float, gradient_tol: float, c
     for _ in range(max_stages):
         run = gradient_descent(Y, U, V, lam, step=step, tol=gradient_tol, max_steps=max_steps,
                                trace_every=trace_every)
-        U, V = run.U, run.V
+        U, V = run.final["U"], run.final["V"]
         cert = certificate(Y, U, V, lam)
         stage = dict(width=U.shape[1], objective=objective(Y, U, V, lam), sigma_max=cert.sigma_max,
-                     steps=int(run.steps), converged=bool(run.converged), U=U, V=V, trace=run.trace)
+                     steps=int(run.outcome["iterations"]), converged=bool(run.outcome["converged"]), U=U, V=V,
+                     trace=run.metrics.get("objective", np.empty(0)))
         if cert.holds(lam, certificate_tol):
             stages.append(Stage(**stage))
             return MetaRun(U=U, V=V, stages=stages, certified=True)

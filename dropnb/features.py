@@ -24,19 +24,17 @@ is float64 (on the CPU unless a device is given).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import torch
 from sklearn.datasets import load_digits
-from tqdm.auto import tqdm
 
 from .linear import batched_objective, check_matrix
 from .masks import MaskDistribution, check_width
-from .training import log_checkpoints
+from . import engine
+from .engine import Run, Schedule, to_numpy
 
 CLASSES = 10
-StepSize = float | Callable[[int], float]
 
 
 def _check_positive(value: float, name: str) -> float:
@@ -121,22 +119,6 @@ def deterministic_objective(weights: list[torch.Tensor], X: torch.Tensor, Y: tor
     return batched_objective(Y, weights[-1], G.transpose(-1, -2), cbar)
 
 
-@dataclass
-class FeatureTrajectory:
-    """A training run of R networks: ``steps`` (C,), the checkpoint steps; ``objective`` (C, R),
-    the deterministic objective after that many Adam steps; ``lowest`` (R,), its smallest value
-    over every step 0..T; ``rises`` (R,), the number of steps that increased it; ``final_U``
-    (R, c, r) and ``final_G`` (R, r, N), the head and the features after the last step (their
-    product is the prediction on the training set)."""
-
-    steps: np.ndarray
-    objective: np.ndarray
-    lowest: np.ndarray
-    rises: np.ndarray
-    final_U: np.ndarray
-    final_G: np.ndarray
-
-
 def _check_targets(Y, N: int, runs: int) -> np.ndarray:
     Y = np.asarray(Y, dtype=np.float64)
     if not (Y.ndim == 2 or (Y.ndim == 3 and Y.shape[0] == runs)) or Y.shape[-1] != N:
@@ -144,49 +126,37 @@ def _check_targets(Y, N: int, runs: int) -> np.ndarray:
     return check_matrix(Y, "Y", ndim=Y.ndim)
 
 
-def train(X, Y, mask: MaskDistribution, hidden, *, runs: int, steps: int, lr: StepSize, rng: np.random.Generator,
-          checkpoints=None, device: torch.device | str = "cpu", progress: bool = True) -> FeatureTrajectory:
-    """Full-batch Adam (step size ``lr``: a number, or a schedule t ↦ ηₜ) on the deterministic
-    objective of R = ``runs`` networks d → h₁ → ReLU → … → h_L → ReLU → r → head, r =
-    ``mask.width``, from :func:`init_weights` by ``rng``, float64 on ``device``. X (d, N) is
-    shared; Y is (c, N) for every run or (R, c, N) one target per run.
-    ``checkpoints``: the steps at which the objective is recorded (about 40 log-spaced ones from 0
-    to ``steps`` if None). FloatingPointError if the objective stops being finite."""
+def train(X, Y, mask: MaskDistribution, hidden, *, runs: int, lr, steps: int | None = None, rng: np.random.Generator,
+          checkpoints=None, device: torch.device | str = "cpu", progress: bool = True) -> Run:
+    """Full-batch Adam (:func:`dropnb.engine.train`, step sizes ``lr`` and ``steps`` as in
+    ``Schedule.of``) on the deterministic objective of R = ``runs`` networks d → h₁ → ReLU → … →
+    h_L → ReLU → r → head, r = ``mask.width``, from :func:`init_weights` by ``rng``, float64 on
+    ``device``. X (d, N) is shared; Y is (c, N) for every run or (R, c, N) one target per run.
+
+    The run's state is the weights ``W1``, ``b1``, …, ``U``; ``metrics["objective"]`` (C, R) is the
+    objective at the checkpoints (about 40 log-spaced ones if None), ``losses`` (R, T) at every
+    step; ``outcome`` holds ``final`` (R,), the objective after the last step, ``lowest`` (R,), its
+    smallest value over every step 0..T, ``rises`` (R,), the number of steps that increased it, and
+    ``G`` (R, r, N), the features after the last step (``final["U"] @ outcome["G"]`` is the
+    prediction on the training set).
+    """
     X = check_matrix(X, "X")
-    runs, steps = check_width(runs, "runs"), check_width(steps, "steps")
+    runs = check_width(runs, "runs")
     Y = _check_targets(Y, X.shape[1], runs)
     if not isinstance(mask, MaskDistribution):
         raise ValueError(f"mask must be a MaskDistribution, got {type(mask).__name__}")
     hidden = [check_width(h, "hidden") for h in np.atleast_1d(hidden)]
-    schedule = lr if callable(lr) else (lambda t: lr)
-    _check_positive(schedule(0), "lr")
-    checkpoints = log_checkpoints(steps, 40) if checkpoints is None else np.unique(np.asarray(checkpoints, dtype=int))
-    if checkpoints.size == 0 or checkpoints.min() < 0 or checkpoints.max() > steps:
-        raise ValueError(f"checkpoints must be a non-empty set of steps in [0, {steps}]")
+    schedule = Schedule.of(lr, steps)
     weights = init_weights([X.shape[0], *hidden, mask.width], Y.shape[-2], runs, rng, device)
-    for weight in weights:
-        weight.requires_grad_(True)
+    names = [f"{kind}{layer + 1}" for layer in range(len(hidden) + 1) for kind in ("W", "b")] + ["U"]
     X_t, Y_t, cbar = (torch.tensor(a, device=device) for a in (X, Y, mask.characteristic))
-    optimizer = torch.optim.Adam(weights, lr=schedule(0))
-    wanted, recorded = set(checkpoints.tolist()), []
-    lowest = torch.full((runs,), torch.inf, dtype=torch.float64, device=device)
-    rises, previous = torch.zeros(runs, dtype=torch.int64, device=device), lowest
-    for t in tqdm(range(steps + 1), disable=not progress, desc="Adam on the deterministic objective", mininterval=1.0):
-        value = deterministic_objective(weights, X_t, Y_t, cbar)
-        if not bool(torch.isfinite(value).all()):
-            raise FloatingPointError(f"the objective is not finite at step {t}; lower the step size")
-        lowest = torch.minimum(lowest, value.detach())
-        rises += value.detach() > previous
-        previous = value.detach()
-        if t in wanted:
-            recorded.append(value.detach().cpu().numpy())
-        if t < steps:
-            optimizer.param_groups[0]["lr"] = schedule(t)
-            optimizer.zero_grad()
-            value.sum().backward()
-            optimizer.step()
+    objective = lambda state, _=None: deterministic_objective(list(state.values()), X_t, Y_t, cbar)  # noqa: E731
+    run = engine.train(dict(zip(names, weights)), objective, schedule, optimizer="adam", checkpoints=checkpoints,
+                metrics=lambda state: dict(objective=objective(state)), progress=progress,
+                description="Adam on the deterministic objective")
+    final = {name: torch.tensor(w, device=device) for name, w in run.final.items()}
     with torch.no_grad():
-        G = features(weights, X_t)
-    return FeatureTrajectory(steps=checkpoints, objective=np.stack(recorded), lowest=lowest.cpu().numpy(),
-                             rises=rises.cpu().numpy(), final_U=weights[-1].detach().cpu().numpy(),
-                             final_G=G.cpu().numpy())
+        values = np.concatenate([run.losses, to_numpy(objective(final))[:, None]], axis=1)
+        run.outcome.update(final=values[:, -1], lowest=values.min(axis=1), rises=np.sum(np.diff(values) > 0, axis=1),
+                           G=to_numpy(features(list(final.values()), X_t)))
+    return run

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import linprog
 
+from .engine import Run, Schedule, descend
 from .linear import check_matrix
 from .masks import check_number, check_width
 
@@ -199,38 +200,17 @@ def split_units(W1, W2, shares) -> tuple[np.ndarray, np.ndarray]:
 # gradient descent, batched over a leading seed dimension
 
 
-@dataclass
-class Descent:
-    """The end point of gradient descent and its objective trace (recorded every ``every`` steps)."""
+def gradient_descent(X, Y, W1, W2, lam, schedule, every: int = 0) -> Run:
+    """W ← W − η∇F for each (η, n) of ``schedule`` (or a :class:`dropnb.engine.Schedule`) in turn,
+    on all leading (seed) dimensions at once, in numpy on :func:`dropnb.engine.descend`.
 
-    W1: np.ndarray
-    W2: np.ndarray
-    steps: np.ndarray  # (n_records,) step counts at which the objective was recorded
-    objectives: np.ndarray  # (n_records, …) objective values
-
-
-def check_schedule(schedule) -> list[tuple[float, int]]:
-    """A non-empty sequence of (step size η > 0, number of steps n ≥ 1) pairs."""
-    try:
-        pairs = [(float(eta), n) for eta, n in schedule]
-    except (TypeError, ValueError):
-        raise ValueError(f"schedule must be a sequence of (step size, number of steps) pairs, got {schedule!r}") from None
-    if not pairs:
-        raise ValueError("schedule must not be empty")
-    for eta, n in pairs:
-        if not (np.isfinite(eta) and eta > 0):
-            raise ValueError(f"schedule step sizes must be finite and > 0, got {eta!r}")
-        check_width(n, "schedule step count")
-    return [(eta, int(n)) for eta, n in pairs]
-
-
-def gradient_descent(X, Y, W1, W2, lam, schedule, every: int = 0) -> Descent:
-    """W ← W − η∇F for each (η, n) of ``schedule`` in turn, on all leading (seed) dimensions at once.
-
-    ``every`` > 0 records F at step 0, every ``every`` steps and at the end. Plain gradient descent is
-    not monotone where units cross kinks (F may rise by O(η) between steps)."""
+    The run's ``final`` state is ``W1``, ``W2``; ``every`` > 0 records ``metrics["objective"]``, F at
+    step 0, every ``every`` steps and at the end. Plain gradient descent is not monotone where
+    units cross kinks (F may rise by O(η) between steps). The step is written out in numpy with
+    in-place products on preallocated arrays: for these small networks that is several times
+    faster than a torch graph."""
     X, Y, W1, W2, lam = _check_network(X, Y, W1, W2, lam)
-    schedule = check_schedule(schedule)
+    schedule = Schedule.of(schedule, name="schedule")
     every = 0 if every == 0 else check_width(every, "every")
     batch = W1.shape[:-2]
     A = np.swapaxes(W1.reshape((-1,) + W1.shape[-2:]), -1, -2).copy()  # (S, r, n₀): rows are w_i^{[1]ᵀ}
@@ -240,7 +220,7 @@ def gradient_descent(X, Y, W1, W2, lam, schedule, every: int = 0) -> Descent:
     Z, H, back = np.empty((S, r, m)), np.empty((S, r, m)), np.empty((S, r, m))
     active = np.empty((S, r, m), dtype=bool)
     R = np.empty((S, Y.shape[0], m))
-    steps, values = [], []
+    factors = {}  # η ↦ (η, 1 − ηλ, 1 − ηλ) as full arrays: same-shape in-place products are the fastest
 
     def forward():
         np.matmul(A, X, out=Z)
@@ -248,38 +228,30 @@ def gradient_descent(X, Y, W1, W2, lam, schedule, every: int = 0) -> Descent:
         np.matmul(B, H, out=R)
         np.subtract(R, Y, out=R)  # R = Φ − Y = −G
 
-    def value():
-        return 0.5 * np.sum(R**2, axis=(1, 2)) + 0.5 * lam * (np.sum(A**2, axis=(1, 2)) + np.sum(B**2, axis=(1, 2)))
-
-    def record():
+    def value(state):
         forward()
-        steps.append(k)
-        values.append(value())
+        return dict(objective=(0.5 * np.sum(R**2, axis=(1, 2))
+                               + 0.5 * lam * (np.sum(A**2, axis=(1, 2)) + np.sum(B**2, axis=(1, 2)))).reshape(batch))
 
-    k = 0
-    for eta, n in schedule:
-        # η and 1 − ηλ as full arrays: same-shape in-place products are the fastest
-        eta_R, decay_A, decay_B = np.full(R.shape, eta), np.full(A.shape, 1 - eta * lam), np.full(B.shape, 1 - eta * lam)
-        for _ in range(n):
-            if every and k % every == 0:
-                record()
-            else:
-                forward()
-            R *= eta_R
-            np.multiply(np.swapaxes(B, -1, -2), R, out=back)
-            np.greater(Z, 0, out=active)
-            back *= active
-            B *= decay_B
-            B -= R @ np.swapaxes(H, -1, -2)
-            A *= decay_A
-            A -= back @ XT
-            k += 1
-    if every:
-        record()
-    W1_out = np.swapaxes(A, -1, -2).reshape(W1.shape)
-    W2_out = B.reshape(W2.shape)
-    objectives = np.array(values).reshape((len(values),) + batch) if every else np.zeros((0,) + batch)
-    return Descent(W1_out, W2_out, np.array(steps, dtype=int), objectives)
+    def step(t: int, eta: float) -> None:
+        if eta not in factors:
+            factors[eta] = (np.full(R.shape, eta), np.full(A.shape, 1 - eta * lam), np.full(B.shape, 1 - eta * lam))
+        eta_R, decay_A, decay_B = factors[eta]
+        forward()
+        np.multiply(R, eta_R, out=R)
+        np.multiply(np.swapaxes(B, -1, -2), R, out=back)
+        np.greater(Z, 0, out=active)
+        np.multiply(back, active, out=back)
+        np.multiply(B, decay_B, out=B)
+        np.subtract(B, R @ np.swapaxes(H, -1, -2), out=B)
+        np.multiply(A, decay_A, out=A)
+        np.subtract(A, back @ XT, out=A)
+
+    checkpoints = np.union1d(np.arange(0, schedule.steps, every), [schedule.steps]) if every else [schedule.steps]
+    run = descend(dict(A=A, B=B), step, schedule, checkpoints=checkpoints, metrics=value if every else None,
+                  progress=False, description="gradient descent")
+    run.final = dict(W1=np.swapaxes(A, -1, -2).reshape(W1.shape), W2=B.reshape(W2.shape))
+    return run
 
 
 # ---------------------------------------------------------------------------------------------
@@ -687,6 +659,10 @@ class Segment:
     theta_error: float = np.nan
 
 
+def _descent_segment(run: Run) -> Segment:
+    return Segment("descent", run.steps.astype(float), run.metrics["objective"], run.final["W1"], run.final["W2"])
+
+
 def non_increasing_path(X, Y, W1, W2, lam, cycle_schedule, final_schedule, cycles: int, points: int = 25,
                         every: int = 100) -> list[Segment]:
     """Theorem 1.10's construction from (W₁, W₂) (one network): up to ``cycles`` times, slide along a flat
@@ -725,8 +701,7 @@ def non_increasing_path(X, Y, W1, W2, lam, cycle_schedule, final_schedule, cycle
         segments.append(Segment("escape", eps, np.array(values), step.W1, step.W2, polar=step.polar,
                                 predicted_change=step.change))
         run = gradient_descent(X, Y, step.W1, step.W2, lam, cycle_schedule, every=every)
-        segments.append(Segment("descent", run.steps.astype(float), run.objectives, run.W1, run.W2))
-        W1, W2 = run.W1, run.W2
-    run = gradient_descent(X, Y, W1, W2, lam, final_schedule, every=every)
-    segments.append(Segment("descent", run.steps.astype(float), run.objectives, run.W1, run.W2))
+        segments.append(_descent_segment(run))
+        W1, W2 = run.final["W1"], run.final["W2"]
+    segments.append(_descent_segment(gradient_descent(X, Y, W1, W2, lam, final_schedule, every=every)))
     return segments

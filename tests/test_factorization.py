@@ -242,16 +242,18 @@ def test_gradient_descent_batched_with_padding_matches_separate_runs():
     U0, V0 = 1e-2 * rng.standard_normal((3, 6, 4)), 1e-2 * rng.standard_normal((3, 5, 4))
     U0[0, :, 2:], V0[0, :, 2:] = 0, 0  # width 2 inside a width-4 batch
     run = fz.gradient_descent(Y, U0, V0, lam, step=0.1, tol=1e-11, max_steps=20_000, trace_every=10)
-    assert run.converged.all()
-    assert np.all(run.U[0, :, 2:] == 0) and np.all(run.V[0, :, 2:] == 0)
+    assert run.outcome["converged"].all()
+    U, V = run.final["U"], run.final["V"]
+    assert np.all(U[0, :, 2:] == 0) and np.all(V[0, :, 2:] == 0)
     alone = fz.gradient_descent(Y, U0[0, :, :2], V0[0, :, :2], lam, step=0.1, tol=1e-11, max_steps=20_000)
-    np.testing.assert_allclose(run.U[0, :, :2], alone.U, atol=1e-14)
-    assert int(alone.steps) == run.steps[0]
-    values = fz.objective(Y, run.U, run.V, lam)
+    np.testing.assert_allclose(U[0, :, :2], alone.final["U"], atol=1e-14)
+    assert int(alone.outcome["iterations"]) == run.outcome["iterations"][0]
+    values = fz.objective(Y, U, V, lam)
     assert values[0] == pytest.approx(fz.optimal_value(SPECTRUM, lam, 2), abs=1e-12)
     np.testing.assert_allclose(values[1:], fz.optimal_value(SPECTRUM, lam), atol=1e-12)
-    assert run.trace.shape[1] == 3 and np.all(np.diff(run.trace, axis=0) <= 1e-12)
-    for U, V in zip(run.U[1:], run.V[1:]):  # balance at first-order points
+    trace = run.metrics["objective"]
+    assert trace.shape[1] == 3 and np.all(np.diff(trace, axis=0) <= 1e-12)
+    for U, V in zip(U[1:], V[1:]):  # balance at first-order points
         np.testing.assert_allclose(U.T @ U, V.T @ V, atol=1e-10)
 
 

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from dropnb import features, masks, structured, training
+from dropnb import features, masks, structured
 from dropnb.claims import roundoff_tolerance
+from dropnb.engine import Schedule
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -99,30 +100,32 @@ def test_training_stays_above_the_bound_and_descends(digits):
     mask = masks.Blocks(10, 5, 0.6)
     run = features.train(digits.inputs, Y, mask, (16,), runs=2, steps=150, lr=1e-2,
                          rng=np.random.default_rng(5), checkpoints=[0, 15, 150], progress=False)
-    assert run.objective.shape == (3, 2) and run.lowest.shape == (2,) and run.rises.shape == (2,)
-    assert np.all((0 <= run.rises) & (run.rises <= 150))
-    assert run.final_U.shape == (2, 10, 10) and run.final_G.shape == (2, 10, 30)
+    objective, lowest, rises = run.metrics["objective"], run.outcome["lowest"], run.outcome["rises"]
+    assert objective.shape == (3, 2) and lowest.shape == (2,) and rises.shape == (2,)
+    assert np.all((0 <= rises) & (rises <= 150))
+    assert run.final["U"].shape == (2, 10, 10) and run.outcome["G"].shape == (2, 10, 30)
     bounds = np.array([structured.dropblock_bound(y, None, 10, 5, 0.6).value for y in Y])
-    assert np.all(run.lowest >= bounds * (1 - 1e-12))
-    assert np.all(run.objective[-1] - bounds < 0.01 * (run.objective[0] - bounds))
-    assert np.all(run.lowest <= run.objective.min(axis=0))
+    assert np.all(lowest >= bounds * (1 - 1e-12))
+    assert np.all(objective[-1] - bounds < 0.01 * (objective[0] - bounds))
+    assert np.all(lowest <= objective.min(axis=0))
+    np.testing.assert_array_equal(run.outcome["final"], objective[-1])
     # the recorded final objective is the objective of the returned head and features
-    U, G = torch.tensor(run.final_U), torch.tensor(run.final_G)
+    U, G = torch.tensor(run.final["U"]), torch.tensor(run.outcome["G"])
     direct = ((torch.tensor(Y) - U @ G) ** 2).sum((-2, -1)) + \
         (torch.tensor(mask.characteristic) * (U.mT @ U) * (G @ G.mT)).sum((-2, -1))
-    np.testing.assert_allclose(run.objective[-1], direct.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(objective[-1], direct.numpy(), rtol=1e-12)
 
 
 def test_runs_are_independent(digits):
     """The first run of a batch of two trains exactly like a batch of one from the same generator."""
     mask = masks.Blocks(10, 5, 0.6)
-    schedule = training.inverse_time_decay(1e-3, 5)
-    both = features.train(digits.inputs, digits.onehot, mask, (8,), runs=2, steps=20, lr=schedule,
-                          rng=np.random.default_rng(6), progress=False)
-    single = features.train(digits.inputs, digits.onehot, mask, (8,), runs=1, steps=20, lr=schedule,
-                            rng=np.random.default_rng(6), progress=False)
-    assert both.objective[0, 0] != both.objective[0, 1]
-    np.testing.assert_allclose(single.objective[:, 0], both.objective[:, 0], rtol=1e-12)
+    schedule = Schedule.inverse_time(1e-3, 5, 20)
+    both = features.train(digits.inputs, digits.onehot, mask, (8,), runs=2, lr=schedule,
+                          rng=np.random.default_rng(6), progress=False).metrics["objective"]
+    single = features.train(digits.inputs, digits.onehot, mask, (8,), runs=1, lr=schedule,
+                            rng=np.random.default_rng(6), progress=False).metrics["objective"]
+    assert both[0, 0] != both[0, 1]
+    np.testing.assert_allclose(single[:, 0], both[:, 0], rtol=1e-12)
 
 
 @pytest.mark.parametrize("n", [0, 15, 1750, 2.0])

@@ -109,8 +109,8 @@ def test_batched_equals_unbatched():
     assert np.allclose(hg.objective(X, Y, W1, W2, 0.1)[0], hg.objective(X, Y, W1[0], W2[0], 0.1))
     for s in range(3):
         single = hg.gradient_descent(X, Y, W1[s], W2[s], 0.1, [(0.01, 300), (0.003, 200)], every=100)
-        assert np.allclose(single.W1, batch.W1[s], atol=1e-13) and np.allclose(single.W2, batch.W2[s], atol=1e-13)
-        assert np.allclose(single.objectives, batch.objectives[:, s], atol=1e-13)
+        assert np.allclose(single.final["W1"], batch.final["W1"][s], atol=1e-13) and np.allclose(single.final["W2"], batch.final["W2"][s], atol=1e-13)
+        assert np.allclose(single.metrics["objective"], batch.metrics["objective"][:, s], atol=1e-13)
     assert list(batch.steps) == [0, 100, 200, 300, 400, 500]
 
 
@@ -124,7 +124,7 @@ def test_gradient_descent_is_plain_gradient_descent():
             g1, g2 = hg.gradient(X, Y, A, B, 0.1)
             A, B = A - eta * g1, B - eta * g2
     run = hg.gradient_descent(X, Y, W1, W2, 0.1, [(0.02, 50), (0.005, 50)])
-    assert np.allclose(run.W1, A, atol=1e-14) and np.allclose(run.W2, B, atol=1e-14)
+    assert np.allclose(run.final["W1"], A, atol=1e-14) and np.allclose(run.final["W2"], B, atol=1e-14)
 
 
 def test_zero_units_stay_zero_under_descent():
@@ -133,7 +133,7 @@ def test_zero_units_stay_zero_under_descent():
     W1, W2 = rng.standard_normal((2, 4)), rng.standard_normal((1, 4))
     W1[:, 2], W2[:, 2] = 0, 0
     run = hg.gradient_descent(X, Y, W1, W2, 0.1, [(0.01, 500)])
-    assert np.all(run.W1[:, 2] == 0) and np.all(run.W2[:, 2] == 0)
+    assert np.all(run.final["W1"][:, 2] == 0) and np.all(run.final["W2"][:, 2] == 0)
 
 
 @pytest.mark.parametrize("n2", [1, 3])

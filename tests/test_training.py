@@ -7,7 +7,8 @@ import torch
 from dropnb import deep, linear, optimize, training
 from dropnb.claims import roundoff_tolerance
 from dropnb.masks import Bernoulli, Blocks, Finite
-from dropnb.training import Trajectory, algorithm1, log_checkpoints
+from dropnb.engine import Run, Schedule, log_checkpoints
+from dropnb.training import algorithm1
 
 D1, D2, R = 2, 3, 4
 
@@ -20,31 +21,10 @@ def problem(runs: int, seed: int = 0):
     return M, U0, V0
 
 
-def run(M, U0, V0, mask=None, lr=0.01, steps=10, seed=0, **kwargs) -> Trajectory:
+def run(M, U0, V0, mask=None, lr=0.01, steps=10, seed=0, keep=True, **kwargs) -> Run:
     mask = Bernoulli(R, 0.5) if mask is None else mask
-    return algorithm1(M, U0, V0, mask, lr, steps, torch.Generator().manual_seed(seed), progress=False, **kwargs)
-
-
-# --- checkpoints ----------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("steps, count", [(1, 2), (10, 5), (100, 40), (5000, 40), (20, 40)])
-def test_log_checkpoints_include_ends_and_increase(steps, count):
-    points = log_checkpoints(steps, count)
-    assert points[0] == 0 and points[-1] == steps
-    assert np.all(np.diff(points) > 0)
-    assert len(points) <= count
-
-
-def test_log_checkpoints_are_log_spaced():
-    points = log_checkpoints(10**6, 14)  # 0 and 13 points from 10⁰ to 10⁶, half a decade apart
-    assert list(points) == [0] + [round(10 ** (k / 2)) for k in range(13)]
-
-
-@pytest.mark.parametrize("steps, count", [(0, 5), (-1, 5), (10, 1), (10, 0)])
-def test_log_checkpoints_bad_input_raises(steps, count):
-    with pytest.raises(ValueError, match="steps|count"):
-        log_checkpoints(steps, count)
+    return algorithm1(M, U0, V0, mask, lr, steps, torch.Generator().manual_seed(seed), keep=keep, progress=False,
+                      **kwargs)
 
 
 # --- the trajectory -------------------------------------------------------------------------------
@@ -56,29 +36,29 @@ def test_trajectory_shapes():
     checkpoints = log_checkpoints(20, 40)
     assert trajectory.losses.shape == (3, 20)
     np.testing.assert_array_equal(trajectory.steps, checkpoints)
-    assert trajectory.U.shape == (len(checkpoints), 3, D1, R)
-    assert trajectory.V.shape == (len(checkpoints), 3, D2, R)
-    assert all(a.dtype == np.float64 for a in (trajectory.losses, trajectory.U, trajectory.V))
+    assert trajectory.kept["U"].shape == (len(checkpoints), 3, D1, R)
+    assert trajectory.kept["V"].shape == (len(checkpoints), 3, D2, R)
+    assert all(a.dtype == np.float64 for a in (trajectory.losses, trajectory.kept["U"], trajectory.kept["V"]))
 
 
 def test_first_checkpoint_is_the_initialization():
     M, U0, V0 = problem(runs=2)
     trajectory = run(M, U0, V0)
-    np.testing.assert_array_equal(trajectory.U[0], U0)
-    np.testing.assert_array_equal(trajectory.V[0], V0)
+    np.testing.assert_array_equal(trajectory.kept["U"][0], U0)
+    np.testing.assert_array_equal(trajectory.kept["V"][0], V0)
 
 
 def test_explicit_checkpoints_are_sorted():
     M, U0, V0 = problem(runs=2)
     trajectory = run(M, U0, V0, steps=6, checkpoints=np.array([6, 0, 3]))
     np.testing.assert_array_equal(trajectory.steps, [0, 3, 6])
-    assert trajectory.U.shape[0] == 3
+    assert trajectory.kept["U"].shape[0] == 3
 
 
 def test_repeated_checkpoints_keep_steps_and_snapshots_aligned():
     M, U0, V0 = problem(runs=2)
     trajectory = run(M, U0, V0, steps=6, checkpoints=np.array([0, 3, 3, 6]))
-    assert len(trajectory.steps) == len(trajectory.U) == len(trajectory.V)
+    assert len(trajectory.steps) == len(trajectory.kept["U"]) == len(trajectory.kept["V"])
 
 
 def test_input_arguments_are_not_modified():
@@ -92,8 +72,10 @@ def test_input_arguments_are_not_modified():
 def test_same_seed_same_trajectory():
     M, U0, V0 = problem(runs=3)
     first, second = run(M, U0, V0, seed=7), run(M, U0, V0, seed=7)
-    for name in ("losses", "steps", "U", "V"):
+    for name in ("losses", "steps"):
         np.testing.assert_array_equal(getattr(first, name), getattr(second, name))
+    for name in ("U", "V"):
+        np.testing.assert_array_equal(first.kept[name], second.kept[name])
 
 
 def test_different_seed_different_trajectory():
@@ -114,7 +96,7 @@ def test_tiny_learning_rate_barely_moves_the_weights():
     # Each step moves U by lr·e hᵀ; with unit-scale weights and 3-d Gaussian inputs |e| and |h|
     # are O(10) and exceed 400 only with negligible probability, so five steps move U by less than
     # lr·steps·400² < 1e-6. Not moving at all would mean the update was skipped.
-    change = np.abs(trajectory.U[-1] - U0).max()
+    change = np.abs(trajectory.kept["U"][-1] - U0).max()
     assert 0 < change < 1e-6
 
 
@@ -135,7 +117,7 @@ def test_each_step_follows_algorithm1_directions():
         x = (torch.randn((runs, D2), generator=generator, dtype=torch.float64) @ torch.tensor(A).T).numpy()
         b = mask.sample_torch(runs, generator, torch.float64).numpy()
         for n in range(runs):
-            U, V = trajectory.U[t, n], trajectory.V[t, n]
+            U, V = trajectory.kept["U"][t, n], trajectory.kept["V"][t, n]
             xn, bn = x[n:n + 1], b[n:n + 1]
             H = np.abs(bn[0]) * (np.abs(V).T @ np.abs(xn[0]))
             E = np.abs(U) @ (H / mask.mean) + np.abs(M) @ np.abs(xn[0])
@@ -144,8 +126,8 @@ def test_each_step_follows_algorithm1_directions():
             dir_u, dir_v = linear.algorithm1_directions(U, V, xn, xn @ M.T, bn, mask.mean)
             bound_u = gamma * (np.abs(U) + lr * np.outer(E, H))
             bound_v = gamma * (np.abs(V) + lr * np.outer(np.abs(xn[0]), np.abs(bn[0]) * (np.abs(U).T @ E)))
-            assert np.all(np.abs(trajectory.U[t + 1, n] - (U - lr * dir_u[0])) <= bound_u)
-            assert np.all(np.abs(trajectory.V[t + 1, n] - (V - lr * dir_v[0])) <= bound_v)
+            assert np.all(np.abs(trajectory.kept["U"][t + 1, n] - (U - lr * dir_u[0])) <= bound_u)
+            assert np.all(np.abs(trajectory.kept["V"][t + 1, n] - (V - lr * dir_v[0])) <= bound_v)
 
 
 # --- statistics over many runs --------------------------------------------------------------------
@@ -175,7 +157,7 @@ def test_first_step_averages_to_scaled_gradient(many_runs):
     grad_u, grad_v = linear.objective_gradient(M, U, V, mask, S)
     # E[e hᵀ] = ½ ∇_U f diag(μ) and E[x (b ⊙ Uᵀe)ᵀ] = ½ ∇_V f diag(μ); entrywise within 5 standard
     # errors of the mean over runs (20 entries, each exceeded with probability < 6e-7).
-    for snapshots, gradient in ((trajectory.U, grad_u), (trajectory.V, grad_v)):
+    for snapshots, gradient in ((trajectory.kept["U"], grad_u), (trajectory.kept["V"], grad_v)):
         directions = (snapshots[0] - snapshots[-1]) / lr
         standard_error = directions.std(axis=0, ddof=1) / np.sqrt(len(directions))
         assert np.all(np.abs(directions.mean(axis=0) - gradient * mask.mean / 2) <= 5 * standard_error)
@@ -217,7 +199,7 @@ def test_bad_input_raises_naming_the_argument(case):
 def test_minibatch_of_one_is_algorithm1():
     M, U0, V0 = problem(runs=2)
     single, batched = run(M, U0, V0, seed=5), run(M, U0, V0, seed=5, batch_size=1)
-    np.testing.assert_array_equal(single.U, batched.U)
+    np.testing.assert_array_equal(single.kept["U"], batched.kept["U"])
 
 
 def test_minibatch_step_averages_the_sample_directions():
@@ -229,8 +211,8 @@ def test_minibatch_step_averages_the_sample_directions():
     x = torch.randn((1, batch, D2), generator=generator, dtype=torch.float64).numpy()[0]
     b = mask.sample_torch((1, batch), generator, torch.float64).numpy()[0]
     dir_u, dir_v = linear.algorithm1_directions(U0[0], V0[0], x, x @ M.T, b, mask.mean)
-    np.testing.assert_allclose(trajectory.U[-1, 0], U0[0] - lr * dir_u.mean(axis=0), atol=1e-13)
-    np.testing.assert_allclose(trajectory.V[-1, 0], V0[0] - lr * dir_v.mean(axis=0), atol=1e-13)
+    np.testing.assert_allclose(trajectory.kept["U"][-1, 0], U0[0] - lr * dir_u.mean(axis=0), atol=1e-13)
+    np.testing.assert_allclose(trajectory.kept["V"][-1, 0], V0[0] - lr * dir_v.mean(axis=0), atol=1e-13)
     losses = linear.sampled_losses(M, U0[0], V0[0], x, b, mask.mean)
     assert trajectory.losses[0, 0] == pytest.approx(losses.mean())
 
@@ -242,22 +224,15 @@ def test_schedule_is_called_with_the_step():
     assert [t for t in seen if t > 0] == [1, 2, 3]
 
 
-def test_inverse_time_decay():
-    schedule = training.inverse_time_decay(0.1, 10)
-    assert schedule(0) == 0.1 and schedule(10) == pytest.approx(0.05) and schedule(30) == pytest.approx(0.025)
-    with pytest.raises(ValueError, match="initial"):
-        training.inverse_time_decay(0.0, 10)
-
-
 def test_metrics_are_recorded_at_checkpoints():
     M, U0, V0 = problem(runs=3)
     mask = Bernoulli(R, 0.5)
     trajectory = run(M, U0, V0, mask=mask, steps=8, checkpoints=[0, 4, 8],
-                     metrics=training.objective_metrics(M, mask), keep_weights=True)
+                     metrics=training.objective_metrics(M, mask), keep=True)
     assert trajectory.metrics["objective"].shape == (3, 3) and trajectory.metrics["scores"].shape == (3, 3, R)
     for c in range(3):
         for n in range(3):
-            U, V = trajectory.U[c, n], trajectory.V[c, n]
+            U, V = trajectory.kept["U"][c, n], trajectory.kept["V"][c, n]
             assert trajectory.metrics["objective"][c, n] == pytest.approx(linear.objective(M, U, V, mask), rel=1e-13)
             assert trajectory.metrics["loss"][c, n] == pytest.approx(linear.expected_loss(M, U, V), rel=1e-13)
             np.testing.assert_allclose(trajectory.metrics["scores"][c, n],
@@ -266,10 +241,10 @@ def test_metrics_are_recorded_at_checkpoints():
 
 def test_weights_can_be_dropped_but_final_weights_stay():
     M, U0, V0 = problem(runs=2)
-    kept, dropped = run(M, U0, V0, seed=1), run(M, U0, V0, seed=1, keep_weights=False)
-    assert dropped.U is None and dropped.V is None
-    np.testing.assert_array_equal(dropped.final_U, kept.U[-1])
-    np.testing.assert_array_equal(dropped.final_V, kept.V[-1])
+    kept, dropped = run(M, U0, V0, seed=1), run(M, U0, V0, seed=1, keep=False)
+    assert dropped.kept == {}
+    np.testing.assert_array_equal(dropped.final["U"], kept.kept["U"][-1])
+    np.testing.assert_array_equal(dropped.final["V"], kept.kept["V"][-1])
 
 
 def test_divergence_raises():
@@ -285,8 +260,8 @@ def test_gradient_descent_follows_the_expected_direction():
     lr = 0.01
     trajectory = training.gradient_descent(M, U0, V0, mask, lr, 1, S=S, progress=False)
     grad_u, grad_v = linear.objective_gradient(M, U0[0], V0[0], mask, S)
-    np.testing.assert_allclose(trajectory.final_U[1], U0[0] - lr * grad_u * mask.mean / 2, atol=1e-14)
-    np.testing.assert_allclose(trajectory.final_V[1], V0[0] - lr * grad_v * mask.mean / 2, atol=1e-14)
+    np.testing.assert_allclose(trajectory.final["U"][1], U0[0] - lr * grad_u * mask.mean / 2, atol=1e-14)
+    np.testing.assert_allclose(trajectory.final["V"][1], V0[0] - lr * grad_v * mask.mean / 2, atol=1e-14)
     assert trajectory.losses is None
 
 
@@ -319,7 +294,7 @@ def test_deep_gradient_descent_decreases_the_objective_for_each_rate():
     f = run.metrics["objective"]
     assert f.shape == (len(run.steps), 3) and np.all(np.diff(f, axis=0) <= 1e-12)
     for n, lam in enumerate(lams):
-        layers = [W[n] for W in run.final_layers]
+        layers = [run.final[f"W{i + 1}"][n] for i in range(len(sizes) - 1)]
         assert f[-1, n] == pytest.approx(deep.objective(M, layers, 1 / (1 + lam)), rel=1e-12)
         assert f[-1, n] >= deep.global_optimum(M, sizes[1:-1], lam).value
     sub = run.metrics["sub_regularizers"]
@@ -334,7 +309,7 @@ def test_deep_gradient_descent_follows_the_autograd_gradient_for_one_step():
     fun, unpack = deep.flat_objective(M, sizes, 0.5)
     x = np.concatenate([W[0].ravel() for W in starts])
     _, gradient = optimize.value_and_gradient(fun, x)
-    for got, expected in zip(run.final_layers, unpack(x - 0.1 * gradient)):
+    for got, expected in zip(run.final.values(), unpack(x - 0.1 * gradient)):
         np.testing.assert_allclose(got[0], expected, rtol=1e-12, atol=1e-14)
 
 
@@ -402,7 +377,7 @@ def dropconnect_runs():
     X = np.array([[1.0, 0.0, 0.0], [0.8, 0.6, 0.0], [0.0, -0.5, 0.8]]) @ rng.standard_normal((D2, 9))
     retain, lr = 0.6, 0.01
     trajectory = training.dropconnect_sgd(M, U0, V0, retain, lr, 1, torch.Generator().manual_seed(1), data=X,
-                                          batch_size=2, progress=False)
+                                          batch_size=2, keep=True, progress=False)
     return M, U0[0], V0[0], X @ X.T / 9, retain, lr, trajectory
 
 
@@ -419,7 +394,7 @@ def test_dropconnect_step_averages_to_scaled_gradient(dropconnect_runs):
     value = dropconnect_objective(torch.tensor(M), U_t, V_t, (1 - retain) / retain, torch.tensor(S))
     gradients = torch.autograd.grad(value, (U_t, V_t))
     # expected direction (θ/2)∇f; 20 entries, each within 5 standard errors
-    for snapshots, gradient in zip((trajectory.U, trajectory.V), gradients):
+    for snapshots, gradient in zip((trajectory.kept["U"], trajectory.kept["V"]), gradients):
         directions = (snapshots[0] - snapshots[-1]) / lr
         standard_error = directions.std(axis=0, ddof=1) / np.sqrt(len(directions))
         assert np.all(np.abs(directions.mean(axis=0) - retain / 2 * gradient.numpy()) <= 5 * standard_error)
@@ -431,8 +406,8 @@ def test_dropconnect_with_retain_one_is_plain_sgd_like_algorithm1():
     common = dict(lr=0.05, steps=1, progress=False, data=X, batch_size=3)  # one step: the same inputs
     connect = training.dropconnect_sgd(M, U0, V0, 1.0, generator=torch.Generator().manual_seed(2), **common)
     dropout = algorithm1(M, U0, V0, Bernoulli(R, 1.0), generator=torch.Generator().manual_seed(2), **common)
-    np.testing.assert_allclose(connect.final_U, dropout.final_U, rtol=1e-12)
-    np.testing.assert_allclose(connect.final_V, dropout.final_V, rtol=1e-12)
+    np.testing.assert_allclose(connect.final["U"], dropout.final["U"], rtol=1e-12)
+    np.testing.assert_allclose(connect.final["V"], dropout.final["V"], rtol=1e-12)
 
 
 def test_dropconnect_rejects_a_bad_retain():

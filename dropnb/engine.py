@@ -1,0 +1,231 @@
+"""The training engine: one descent loop for the whole book, batched over runs, on any device.
+
+A run advances a *state*, named arrays with a leading run dimension R (torch tensors, on the CPU
+or a GPU, or numpy arrays), by a *step* for t = 0, …, T − 1 under a step-size :class:`Schedule`.
+At checkpoint steps the engine checks that the state is finite, evaluates *metrics* (functions of
+the state returning arrays with a leading run dimension) and, if asked, keeps a copy of the state.
+A step may report its loss per run and may end the run early. Everything it returns is a numpy
+float64 array, in one result type, :class:`Run`.
+
+* :func:`descend` is the loop itself, for steps written by hand (closed-form gradients, numpy
+  references, runs that freeze once converged).
+* :func:`train` builds the step from a model: parameters, a loss per run and a data source, with
+  gradient descent (W ← W − ηₜ∇W) or Adam from autograd, and an optional projection after each
+  update (for example onto a max-norm ball). Runs are independent, so the gradient of the summed
+  loss is every run's own gradient.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from .checks import integer, positive
+
+State = dict[str, Any]
+Metrics = Callable[[State], Mapping[str, Any]]
+Step = Callable[[int, float], Any]
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Step sizes ηₜ > 0 for t = 0, …, ``steps`` − 1, given by ``rate``: t ↦ ηₜ.
+
+    Build one with :meth:`constant` (ηₜ = η), :meth:`stages` (η₁ for n₁ steps, then η₂ for n₂
+    steps, …), :meth:`inverse_time` (ηₜ = η₀/(1 + t/s)) or :meth:`of`, which accepts any of these
+    forms.
+    """
+
+    steps: int
+    rate: Callable[[int], float]
+
+    def __post_init__(self):
+        object.__setattr__(self, "steps", integer(self.steps, "steps"))
+        if not callable(self.rate):
+            raise ValueError(f"rate must be a function t ↦ ηₜ, got {self.rate!r}")
+
+    def __call__(self, t: int) -> float:
+        return self.rate(t)
+
+    @classmethod
+    def constant(cls, eta: float, steps: int, name: str = "eta") -> "Schedule":
+        """ηₜ = η for ``steps`` steps."""
+        eta = positive(eta, name)
+        return cls(steps, lambda t: eta)
+
+    @classmethod
+    def stages(cls, pairs, name: str = "schedule") -> "Schedule":
+        """η₁ for n₁ steps, then η₂ for n₂ steps, …, from the pairs (ηᵢ, nᵢ)."""
+        try:
+            pairs = [(eta, n) for eta, n in pairs]
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be a sequence of (step size, number of steps) pairs, got {pairs!r}") from None
+        if not pairs:
+            raise ValueError(f"{name} must not be empty")
+        etas = [positive(eta, f"{name} step size") for eta, _ in pairs]
+        ends = np.cumsum([integer(n, f"{name} step count") for _, n in pairs])
+        return cls(int(ends[-1]), lambda t: etas[int(np.searchsorted(ends, t, side="right"))])
+
+    @classmethod
+    def inverse_time(cls, initial: float, scale: float, steps: int) -> "Schedule":
+        """ηₜ = η₀/(1 + t/s), η₀ = ``initial``, s = ``scale``."""
+        initial, scale = positive(initial, "initial"), positive(scale, "scale")
+        return cls(steps, lambda t: initial / (1 + t / scale))
+
+    @classmethod
+    def of(cls, lr, steps: int | None = None, name: str = "lr") -> "Schedule":
+        """A schedule from ``lr`` (named ``name`` in errors): a Schedule, a number or a function
+        t ↦ ηₜ (both need ``steps``), or a sequence of (η, n) stages."""
+        if isinstance(lr, Schedule):
+            if steps is not None and steps != lr.steps:
+                raise ValueError(f"steps must equal the schedule's {lr.steps} steps, got {steps!r}")
+            return lr
+        if steps is None and not callable(lr) and np.ndim(lr) != 0:
+            return cls.stages(lr, name)
+        if steps is None:
+            raise ValueError(f"steps is required with {name} a number or a function t ↦ ηₜ")
+        if not callable(lr):
+            return cls.constant(lr, steps, name)
+        schedule = cls(steps, lr)
+        positive(lr(0), name)
+        return schedule
+
+
+@dataclass
+class Run:
+    """What a run records, as numpy float64 arrays.
+
+    ``steps`` (C,): the checkpoints reached; ``metrics[name]`` (C, R, …): each metric there;
+    ``kept[name]`` (C, R, …): the state there, when kept (else empty); ``final[name]``: the state
+    after the last step; ``losses`` (R, T): the loss of each run at each step before its update,
+    when the step reports one (else None); ``taken``: the number of steps taken (fewer than the
+    schedule's when the run ended early); ``outcome[name]``: per-run results the caller adds at
+    the end (for example steps to convergence).
+    """
+
+    steps: np.ndarray
+    metrics: dict[str, np.ndarray]
+    kept: dict[str, np.ndarray]
+    final: dict[str, np.ndarray]
+    losses: np.ndarray | None
+    taken: int
+    outcome: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def log_checkpoints(steps: int, count: int) -> np.ndarray:
+    """About ``count`` distinct integers from 0 to ``steps``, log-spaced (0 and ``steps`` included)."""
+    steps, count = integer(steps, "steps"), integer(count, "count", minimum=2)
+    return np.unique(np.concatenate([[0], np.geomspace(1, steps, count - 1).round().astype(int)]))
+
+
+def check_checkpoints(checkpoints, steps: int) -> np.ndarray:
+    """The sorted distinct checkpoint steps in [0, steps]; about 40 log-spaced ones if None."""
+    if checkpoints is None:
+        return log_checkpoints(steps, 40)
+    checkpoints = np.unique(np.asarray(checkpoints, dtype=int))
+    if checkpoints.size == 0 or checkpoints.min() < 0 or checkpoints.max() > steps:
+        raise ValueError(f"checkpoints must be a non-empty set of steps in [0, {steps}], got {checkpoints!r}")
+    return checkpoints
+
+
+def to_numpy(a) -> np.ndarray:
+    """A tensor or array as a numpy float64 array (a copy)."""
+    if isinstance(a, torch.Tensor):
+        a = a.detach().cpu().numpy()
+    return np.array(a, dtype=np.float64)
+
+
+def _finite(a) -> bool:
+    return bool(torch.isfinite(a).all()) if isinstance(a, torch.Tensor) else bool(np.isfinite(a).all())
+
+
+def descend(state: State, step: Step, schedule: Schedule, *, checkpoints=None, metrics: Metrics | None = None,
+            keep: bool = False, progress: bool = True, description: str = "descent") -> Run:
+    """Call ``step(t, ηₜ)`` for t = 0, …, T − 1 (T = ``schedule.steps``); the step updates ``state``
+    in place and returns None, its loss per run (R,), or True to end the run after step t − 1.
+
+    At every checkpoint t (about 40 log-spaced ones if None) the state must be finite
+    (FloatingPointError otherwise), ``metrics(state)`` is recorded and, if ``keep``, the state.
+    """
+    checkpoints = check_checkpoints(checkpoints, schedule.steps)
+    wanted = set(checkpoints.tolist())
+    reached, recorded, kept, losses = [], {}, {name: [] for name in state}, []
+    t = 0
+    for t in tqdm(range(schedule.steps + 1), disable=not progress, desc=description, mininterval=1.0):
+        if t in wanted:
+            if not all(_finite(a) for a in state.values()):
+                raise FloatingPointError(f"{description} diverged before step {t}: the state is not finite; "
+                                         "lower the step size")
+            reached.append(t)
+            if keep:
+                for name, a in state.items():
+                    kept[name].append(to_numpy(a))
+            with torch.no_grad():
+                for name, value in (metrics(state) if metrics else {}).items():
+                    recorded.setdefault(name, []).append(to_numpy(value))
+        if t == schedule.steps:
+            break
+        loss = step(t, schedule(t))
+        if loss is True:
+            break
+        if loss is not None:
+            losses.append(loss)
+    return Run(steps=np.array(reached, dtype=int), metrics={name: np.stack(v) for name, v in recorded.items()},
+               kept={name: np.stack(v) for name, v in kept.items() if v},
+               final={name: to_numpy(a) for name, a in state.items()},
+               losses=_stack_losses(losses), taken=t)
+
+
+def _stack_losses(losses: list) -> np.ndarray | None:
+    """The per-step losses as one (R, T) array (one transfer from the device for tensors)."""
+    if not losses:
+        return None
+    if isinstance(losses[0], torch.Tensor):
+        return to_numpy(torch.stack(losses, dim=-1))
+    return np.stack(losses, axis=-1).astype(np.float64)
+
+
+def train(parameters: Mapping[str, torch.Tensor], loss: Callable[[State, Any], torch.Tensor], schedule: Schedule, *,
+          data: Callable[[int], Any] | None = None, optimizer: str = "sgd", project: Callable[[State], None] | None = None,
+          checkpoints=None, metrics: Metrics | None = None, keep: bool = False, progress: bool = True,
+          description: str = "training") -> Run:
+    """Minimize ``loss(parameters, batch)``, a tensor (R,) of one loss per run, from copies of the
+    ``parameters`` (tensors with a leading run dimension, on their device).
+
+    Each step draws ``batch = data(t)`` (None without a data source: full batch), differentiates the
+    summed loss and updates with ``optimizer``: ``"sgd"``, W ← W − ηₜ∇W, or ``"adam"`` (torch's
+    Adam with learning rate ηₜ); then ``project(parameters)``, if given, acts in place without
+    gradients. The loss must stay finite (FloatingPointError). Returns :func:`descend`'s Run, with
+    ``losses`` the loss at every step before its update.
+    """
+    if optimizer not in ("sgd", "adam"):
+        raise ValueError(f"optimizer must be 'sgd' or 'adam', got {optimizer!r}")
+    state = {name: p.detach().clone().requires_grad_(True) for name, p in parameters.items()}
+    weights = list(state.values())
+    adam = torch.optim.Adam(weights, lr=schedule(0)) if optimizer == "adam" else None
+
+    def step(t: int, eta: float) -> torch.Tensor:
+        value = loss(state, None if data is None else data(t))
+        if not _finite(value):
+            raise FloatingPointError(f"{description} diverged at step {t}: the loss is not finite; lower the step size")
+        if adam is None:
+            gradients = torch.autograd.grad(value.sum(), weights)
+            with torch.no_grad():
+                for W, G in zip(weights, gradients):
+                    W.sub_(eta * G)
+        else:
+            adam.param_groups[0]["lr"] = eta
+            adam.zero_grad()
+            value.sum().backward()
+            adam.step()
+        if project is not None:
+            with torch.no_grad():
+                project(state)
+        return value.detach()
+
+    return descend(state, step, schedule, checkpoints=checkpoints, metrics=metrics, keep=keep, progress=progress,
+                   description=description)
