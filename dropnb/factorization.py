@@ -56,7 +56,7 @@ from .shrinkage import check_spectrum
 __all__ = [
     "nuclear_norm", "singular_value_threshold", "convex_objective", "objective", "gradient",
     "flat_objective", "balanced_factors", "optimal_factors", "optimal_value", "squared_nuclear_threshold",
-    "top_singular_triple", "Certificate", "certificate", "spectral_rounding", "value_rounding", "duality_gap",
+    "top_singular_triple", "PolarCertificate", "polar_certificate", "spectral_rounding", "value_rounding", "duality_gap",
     "append_column", "append_change", "split_units", "expose_null_columns", "gradient_descent",
     "Stage", "MetaRun", "meta_algorithm",
 ]
@@ -275,8 +275,8 @@ def top_singular_triple(R) -> tuple[float, np.ndarray, np.ndarray]:
 
 
 @dataclass(frozen=True)
-class Certificate:
-    """Corollary 1.6 at (U, V): ``sigma_max`` = σ_max(R) with its singular vectors ``left``, ``right``
+class PolarCertificate:
+    """Global optimality by the polar problem, Corollary 1.6 at (U, V): ``sigma_max`` = σ_max(R) with its singular vectors ``left``, ``right``
     (the polar direction), ``scaling_residual`` = ⟨R, UVᵀ⟩ − (λ/2)(‖U‖²_F + ‖V‖²_F) (condition (i)),
     ``gradient_norm`` ‖∇F‖ and ``rounding``, the rounding allowance of :func:`spectral_rounding`."""
 
@@ -293,7 +293,7 @@ class Certificate:
         return self.sigma_max <= lam * (1 + relative)
 
 
-def certificate(Y, U, V, lam: float) -> Certificate:
+def polar_certificate(Y, U, V, lam: float) -> PolarCertificate:
     """The quantities of Corollary 1.6 and of the polar problem at one point (U, V) of (1.33)."""
     Y, U, V = _check_problem(Y, U, V)
     if U.ndim != 2:
@@ -302,7 +302,7 @@ def certificate(Y, U, V, lam: float) -> Certificate:
     Z = U @ V.T
     sigma, left, right = top_singular_triple(Y - Z)
     grad_u, grad_v = gradient(Y, U, V, lam)
-    return Certificate(
+    return PolarCertificate(
         sigma_max=sigma, left=left, right=right,
         scaling_residual=float(np.sum((Y - Z) * Z) - lam / 2 * (_sq(U) + _sq(V))),
         gradient_norm=float(np.sqrt(_sq(grad_u) + _sq(grad_v))),
@@ -486,7 +486,7 @@ def meta_algorithm(Y, lam: float, U0, V0, *, step: float, gradient_tol: float, c
         run = gradient_descent(Y, U, V, lam, step=step, tol=gradient_tol, max_steps=max_steps,
                                trace_every=trace_every)
         U, V = run.final["U"], run.final["V"]
-        cert = certificate(Y, U, V, lam)
+        cert = polar_certificate(Y, U, V, lam)
         stage = dict(width=U.shape[1], objective=objective(Y, U, V, lam), sigma_max=cert.sigma_max,
                      steps=int(run.outcome["iterations"]), converged=bool(run.outcome["converged"]), U=U, V=V,
                      trace=run.metrics.get("objective", np.empty(0)))

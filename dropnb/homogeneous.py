@@ -327,8 +327,8 @@ def polar(X, G) -> Polar:
 
 
 @dataclass
-class Certificate:
-    """Primal p = ½‖Y − Z‖² + λ·cost ≥ F* ≥ dual d, with G = Y − Z, P = Ω°(G), G̃ = G·min(1, λ/P).
+class DualityGapCertificate:
+    """Global optimality by weak duality: primal p = ½‖Y − Z‖² + λ·cost ≥ F* ≥ dual d, with G = Y − Z, P = Ω°(G), G̃ = G·min(1, λ/P).
 
     ``scaling`` = ⟨G, Z⟩ − λ·cost, ``polar``/``direction`` the polar value and maximizer."""
 
@@ -344,7 +344,7 @@ class Certificate:
         return self.primal - self.dual
 
 
-def certify(X, Y, Z, cost, lam) -> Certificate:
+def duality_gap_certificate(X, Y, Z, cost, lam) -> DualityGapCertificate:
     """The duality-gap certificate of an output Z with representation cost ``cost`` ≥ Ω(Z) (n₀ = 2)."""
     X = _check_planar(X)
     Y = check_matrix(np.atleast_2d(Y), "Y")
@@ -360,15 +360,15 @@ def certify(X, Y, Z, cost, lam) -> Certificate:
     kappa = 1.0 if P.value <= lam else lam / P.value
     primal = 0.5 * np.sum(G**2) + lam * cost
     dual = kappa * np.sum(G * Y) - 0.5 * kappa**2 * np.sum(G**2)
-    return Certificate(float(primal), float(dual), P.value, float(np.sum(G * Z) - lam * cost), P.direction)
+    return DualityGapCertificate(float(primal), float(dual), P.value, float(np.sum(G * Z) - lam * cost), P.direction)
 
 
-def network_certificate(X, Y, W1, W2, lam) -> Certificate:
-    """:func:`certify` at Z = Φ(W) with cost Θ(W) (one network, no batch dimension)."""
+def network_certificate(X, Y, W1, W2, lam) -> DualityGapCertificate:
+    """:func:`duality_gap_certificate` at Z = Φ(W) with cost Θ(W) (one network, no batch dimension)."""
     X, Y, W1, W2, lam = _check_network(X, Y, W1, W2, lam)
     if W1.ndim != 2:
         raise ValueError(f"W1 must be a single network (n0, r), got shape {W1.shape}")
-    return certify(X, Y, outputs(X, W1, W2), regularizer(W1, W2), lam)
+    return duality_gap_certificate(X, Y, outputs(X, W1, W2), regularizer(W1, W2), lam)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -473,7 +473,7 @@ def sector_reference(X, y, lam, tol: float = 1e-10, max_iter: int = 200_000, che
         if it % check_every == 0 or it == max_iter:
             groups = x.reshape(2 * K, 2)
             Z = (A @ x)[None, :]
-            cert = certify(X, y[None, :], Z, np.sum(np.linalg.norm(groups, axis=1)), lam)
+            cert = duality_gap_certificate(X, y[None, :], Z, np.sum(np.linalg.norm(groups, axis=1)), lam)
             if best is None or cert.gap < best[0].gap:
                 best = (cert, groups.copy(), Z, it)
             if cert.gap <= tol * cert.primal:

@@ -4,12 +4,15 @@ An objective is a torch function of one flat float64 vector; gradients and Hessi
 autograd (exact up to roundoff). :func:`minimize` runs L-BFGS (scipy) from a starting point and
 then a few Newton steps with the Hessian's pseudo-inverse (each kept only if it lowers the
 gradient norm), which converge quadratically also
-when the minima form a manifold (the Hessian is singular along it). :class:`Certificate` turns
-the final gradient norm g and the curvature μ across the manifold into bounds:
+when the minima form a manifold (the Hessian is singular along it). A
+:class:`FirstOrderCertificate` turns the final gradient norm g and the curvature m across the
+manifold into bounds:
 
-    distance to the set of minima ≲ δ = g/μ,   f − f_min ≲ g²/(2μ),
+    distance to the set of minima ≲ δ = g/m,   f − f_min ≲ g²/(2m),
 
-first-order estimates that hold near a minimum whose Hessian is positive off its null space.
+first-order estimates that hold near a minimum whose Hessian is positive off its null space. At a
+point with negative curvature (an eigenvalue below −√u‖H‖: a saddle or a maximum) they do not
+hold, and asking the certificate for them raises :class:`NotAMinimum`.
 """
 
 from __future__ import annotations
@@ -51,39 +54,63 @@ def curve_second_derivative(fun: Objective, curve: Callable[[torch.Tensor], torc
     return float(second)
 
 
+class NotAMinimum(ValueError):
+    """A first-order bound was asked of a point whose Hessian has negative curvature."""
+
+
 @dataclass(frozen=True)
-class Certificate:
-    """Where a minimization ended: ``x``, ``value``, ``gradient_norm`` g, ``curvature`` μ (the
-    smallest Hessian eigenvalue above the null-space cutoff √u‖H‖), the number ``null`` of
-    eigenvalues below the cutoff in absolute value, and ``lowest``, the smallest eigenvalue."""
+class FirstOrderCertificate:
+    """Where a minimization ended: ``x``, ``value``, ``gradient_norm`` g, the Hessian's ``cutoff``
+    √u‖H‖ (eigenvalues within it of zero count as zero), ``curvature`` m (the smallest eigenvalue
+    above the cutoff), the numbers ``null`` and ``negative`` of eigenvalues within the cutoff and
+    below −cutoff, and ``lowest``, the smallest eigenvalue."""
 
     x: np.ndarray
     value: float
     gradient_norm: float
+    cutoff: float
     curvature: float
     null: int
+    negative: int
     lowest: float
 
     @property
+    def is_minimum(self) -> bool:
+        """No negative curvature beyond rounding: the second-order condition of a minimum."""
+        return self.negative == 0
+
+    def require_minimum(self) -> "FirstOrderCertificate":
+        """The certificate itself; :class:`NotAMinimum` if its Hessian has negative curvature."""
+        if not self.is_minimum:
+            raise NotAMinimum(f"the point is not a minimum: {self.negative} Hessian eigenvalue(s) below "
+                              f"−{self.cutoff:.2e}, the lowest {self.lowest:.3e}; first-order bounds do not apply")
+        return self
+
+    @property
     def distance(self) -> float:
-        """δ = g/μ, the first-order distance to the nearest minimum (∞ without positive curvature)."""
+        """δ = g/m, the first-order distance to the nearest minimum (∞ without positive curvature);
+        :class:`NotAMinimum` at a point with negative curvature."""
+        self.require_minimum()
         return self.gradient_norm / self.curvature if self.curvature > 0 else float("inf")
 
     @property
     def value_gap(self) -> float:
-        """g²/(2μ), the first-order bound on f − f_min (∞ without positive curvature)."""
+        """g²/(2m), the first-order bound on f − f_min (∞ without positive curvature);
+        :class:`NotAMinimum` at a point with negative curvature."""
+        self.require_minimum()
         return self.gradient_norm**2 / (2 * self.curvature) if self.curvature > 0 else float("inf")
 
 
-def certify(fun: Objective, x: np.ndarray) -> Certificate:
-    """Gradient norm and Hessian spectrum of ``fun`` at ``x``."""
+def certify(fun: Objective, x: np.ndarray) -> FirstOrderCertificate:
+    """Gradient norm and Hessian spectrum of ``fun`` at ``x``, with the cutoff √u‖H‖."""
     value, gradient = value_and_gradient(fun, x)
     eigenvalues = np.linalg.eigvalsh(hessian(fun, x))
-    cutoff = np.sqrt(UNIT_ROUNDOFF) * np.abs(eigenvalues).max()
+    cutoff = float(np.sqrt(UNIT_ROUNDOFF) * np.abs(eigenvalues).max())
     above = eigenvalues[eigenvalues > cutoff]
-    return Certificate(x=np.array(x), value=value, gradient_norm=float(np.linalg.norm(gradient)),
-                       curvature=float(above.min()) if above.size else 0.0,
-                       null=int(np.sum(np.abs(eigenvalues) <= cutoff)), lowest=float(eigenvalues.min()))
+    return FirstOrderCertificate(x=np.array(x), value=value, gradient_norm=float(np.linalg.norm(gradient)),
+                                 cutoff=cutoff, curvature=float(above.min()) if above.size else 0.0,
+                                 null=int(np.sum(np.abs(eigenvalues) <= cutoff)),
+                                 negative=int(np.sum(eigenvalues < -cutoff)), lowest=float(eigenvalues.min()))
 
 
 def lbfgs(fun: Objective, x0: np.ndarray, gtol: float = 1e-10, max_iter: int = 20_000) -> np.ndarray:
@@ -113,6 +140,6 @@ def newton_polish(fun: Objective, x: np.ndarray, steps: int = 3) -> np.ndarray:
 
 
 def minimize(fun: Objective, x0: np.ndarray, gtol: float = 1e-10, max_iter: int = 20_000,
-             newton_steps: int = 3) -> Certificate:
+             newton_steps: int = 3) -> FirstOrderCertificate:
     """:func:`lbfgs`, then :func:`newton_polish`, then :func:`certify` at the end point."""
     return certify(fun, newton_polish(fun, lbfgs(fun, x0, gtol, max_iter), newton_steps))

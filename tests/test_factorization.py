@@ -172,12 +172,12 @@ def test_convex_lower_bound_holds():
 def test_certificate_at_the_optimum_and_at_the_best_rank_two_point():
     Y, lam = instance(), 2.0
     U, V = fz.optimal_factors(Y, lam, 4)
-    cert = fz.certificate(Y, U, V, lam)
+    cert = fz.polar_certificate(Y, U, V, lam)
     assert abs(cert.sigma_max - lam) <= cert.rounding
     assert abs(cert.scaling_residual) < 1e-12
     assert cert.holds(lam, cert.rounding / lam)
     U2, V2 = fz.optimal_factors(Y, lam, 2)
-    cert2 = fz.certificate(Y, U2, V2, lam)
+    cert2 = fz.polar_certificate(Y, U2, V2, lam)
     assert cert2.sigma_max == pytest.approx(3.0, rel=1e-12)
     assert not cert2.holds(lam, 1e-6)
     R = Y - U2 @ V2.T
@@ -277,7 +277,7 @@ def test_exact_step_from_best_rank_k_lands_on_best_rank_k_plus_one():
     Y, lam = instance(), 2.0
     for k in (1, 2):
         U, V = fz.optimal_factors(Y, lam, k)
-        cert = fz.certificate(Y, U, V, lam)
+        cert = fz.polar_certificate(Y, U, V, lam)
         U1, V1 = fz.append_column(U, V, cert.left, cert.right, cert.sigma_max - lam)
         assert fz.objective(Y, U1, V1, lam) == pytest.approx(fz.optimal_value(SPECTRUM, lam, k + 1), abs=1e-12)
 
@@ -306,7 +306,7 @@ def test_flat_objective_autograd_hessian_shows_the_saddle_of_a_padded_rank_two_p
     (lambda Y: fz.optimal_value(SPECTRUM, 1.0, 0), "width"),
     (lambda Y: fz.append_change(1.0, -0.5), "epsilon"),
     (lambda Y: fz.append_column(np.zeros((6, 2)), np.zeros((5, 2)), np.zeros(5), np.zeros(5), 1.0), "u and v"),
-    (lambda Y: fz.certificate(Y, np.zeros((2, 6, 2)), np.zeros((2, 5, 2)), 1.0), "one point"),
+    (lambda Y: fz.polar_certificate(Y, np.zeros((2, 6, 2)), np.zeros((2, 5, 2)), 1.0), "one point"),
     (lambda Y: fz.gradient_descent(Y, np.zeros((6, 2)), np.zeros((5, 2)), 1.0, step=0.0, tol=1e-9, max_steps=10), "step"),
     (lambda Y: fz.gradient_descent(Y, np.zeros((6, 2)), np.zeros((5, 2)), 1.0, step=0.1, tol=1e-9, max_steps=0), "max_steps"),
     (lambda Y: fz.meta_algorithm(Y, 0.0, np.zeros((6, 1)), np.zeros((5, 1)), step=0.1, gradient_tol=1e-9,

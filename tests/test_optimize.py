@@ -82,6 +82,17 @@ def test_bad_input_raises(call, match):
         call()
 
 
+def test_a_strict_saddle_reports_its_negative_curvature_and_gives_no_bound():
+    """At the saddle of x₀² − x₁² the gradient vanishes, but the certificate must not certify a minimum."""
+    certificate = optimize.certify(lambda x: x[0] ** 2 - x[1] ** 2, np.zeros(2))
+    assert certificate.gradient_norm == 0 and certificate.negative == 1 and certificate.lowest == pytest.approx(-2.0)
+    assert not certificate.is_minimum and certificate.curvature == pytest.approx(2.0)
+    for bound in ("distance", "value_gap"):
+        with pytest.raises(optimize.NotAMinimum, match="not a minimum"):
+            getattr(certificate, bound)
+    assert optimize.certify(quadratic, np.zeros(2)).require_minimum().is_minimum
+
+
 def test_certificate_without_curvature_gives_no_bound():
     certificate = optimize.certify(lambda x: 0.0 * x.sum(), np.ones(2))
     assert certificate.curvature == 0.0 and certificate.distance == float("inf") and certificate.value_gap == float("inf")
