@@ -53,6 +53,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import linprog
 
+from .claims import UNIT_ROUNDOFF
 from .engine import Run, Schedule, descend
 from .linear import check_matrix
 from .masks import check_number, check_width
@@ -640,6 +641,58 @@ def escape(X, Y, W1, W2, lam, slot: int | None = None) -> Escape:
         W2[:, slot] = np.sqrt(epsilon) * Gh / np.linalg.norm(Gh)
     change = epsilon * (lam - P.value) + 0.5 * epsilon**2 * float(h @ h)
     return Escape(W1, W2, float(epsilon), P.value, float(change), int(slot))
+
+
+@dataclass
+class MetaRun:
+    """The meta-algorithm's end points ``W1`` (S, n₀, r), ``W2`` (S, n₂, r), their duality-gap
+    ``certificates``, the number of ``escapes`` per run and the ``rounds`` of escape and descent taken."""
+
+    W1: np.ndarray
+    W2: np.ndarray
+    certificates: list[DualityGapCertificate]
+    escapes: np.ndarray
+    rounds: int
+
+    def certified(self, accuracy: float) -> np.ndarray:
+        """Per run: gap ≤ ``accuracy`` · own dual value (so F − F* ≤ accuracy · F*)."""
+        return np.array([c.gap <= accuracy * c.dual for c in self.certificates])
+
+
+def meta_algorithm(X, Y, W1, W2, lam, schedule, escape_schedule, *, accuracy: float, rounds: int) -> MetaRun:
+    """Vidal et al. (2022, §1.4.1) for S networks at once (leading dimension of W1, W2): gradient
+    descent with ``schedule``; then, while a network's duality gap exceeds ``accuracy`` times its own
+    dual value d ≤ F* (at most ``rounds`` times), set its first zero unit (one whose regularizer is at
+    most u times the network's, below what F resolves) exactly to zero, put the :func:`escape` unit
+    into it, and resume gradient descent with ``escape_schedule`` for the networks not yet certified."""
+    X, Y, W1, W2, lam = _check_network(X, Y, W1, W2, lam)
+    if W1.ndim != 3:
+        raise ValueError(f"W1 must be a batch of networks (S, n0, r), got shape {W1.shape}")
+    accuracy = check_number(accuracy, "accuracy", "a finite number > 0", lambda x: x > 0)
+    rounds = check_width(rounds, "rounds")
+    run = gradient_descent(X, Y, W1, W2, lam, schedule)
+    W1, W2 = run.final["W1"].copy(), run.final["W2"].copy()
+    escapes = np.zeros(W1.shape[0], dtype=int)
+
+    def certificates():
+        return [network_certificate(X, Y, W1[s], W2[s], lam) for s in range(W1.shape[0])]
+
+    taken = 0
+    for taken in range(rounds + 1):
+        todo = [s for s, cert in enumerate(certificates()) if cert.gap > accuracy * cert.dual]
+        if not todo or taken == rounds:
+            break
+        for s in todo:
+            sizes = unit_regularizers(W1[s], W2[s])
+            zero = np.flatnonzero(sizes <= UNIT_ROUNDOFF * sizes.sum())
+            if zero.size:
+                W1[s][:, zero[0]], W2[s][:, zero[0]] = 0.0, 0.0
+                step = escape(X, Y, W1[s], W2[s], lam, slot=int(zero[0]))
+                W1[s], W2[s] = step.W1, step.W2
+                escapes[s] += step.epsilon > 0
+        resumed = gradient_descent(X, Y, W1[todo], W2[todo], lam, escape_schedule)
+        W1[todo], W2[todo] = resumed.final["W1"], resumed.final["W2"]
+    return MetaRun(W1=W1, W2=W2, certificates=certificates(), escapes=escapes, rounds=taken)
 
 
 @dataclass

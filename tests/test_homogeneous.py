@@ -331,3 +331,19 @@ def test_non_increasing_path_slides_and_escapes(problem):
             assert segment.objective[-1] - segment.objective[0] == pytest.approx(segment.predicted_change, rel=1e-9)
     assert segments[-1].objective[-1] < segments[0].objective[0]
     assert hg.objective(X, Y, segments[-1].W1, segments[-1].W2, lam) >= ref.dual
+
+
+def test_meta_algorithm_certifies_networks_that_descent_alone_leaves_stuck(problem):
+    """From the zero network gradient descent cannot move (every gradient vanishes); the escapes of
+    the meta-algorithm add units until the duality gap is within the requested accuracy."""
+    X, Y, lam, reference = problem
+    W1, W2 = np.zeros((2, 2, 8)), np.zeros((2, 1, 8))
+    W1[1] = 0.3 * np.random.default_rng(3).standard_normal((2, 8))  # a second run from a random first layer
+    stuck = hg.gradient_descent(X, Y, W1[:1], W2[:1], lam, [(0.05, 200)])
+    assert np.all(stuck.final["W1"] == 0)
+    run = hg.meta_algorithm(X, Y, W1, W2, lam, [(0.05, 2000)], [(0.05, 2000), (0.01, 2000)], accuracy=1e-2, rounds=20)
+    assert run.certified(1e-2).all() and run.escapes[0] >= 1 and 1 <= run.rounds <= 20
+    for cert in run.certificates:
+        assert cert.dual <= reference.primal + 1e-9 and cert.primal >= reference.primal - 1e-9
+    with pytest.raises(ValueError, match="batch"):
+        hg.meta_algorithm(X, Y, W1[0], W2[0], lam, [(0.05, 10)], [(0.05, 10)], accuracy=1e-2, rounds=2)
