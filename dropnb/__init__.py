@@ -20,7 +20,7 @@ Modules by concept:
   :mod:`~dropnb.homogeneous` (positively homogeneous networks and their certificates);
 * numerics: :mod:`~dropnb.training` (batched dropout training), :mod:`~dropnb.optimize` (L-BFGS
   with error certificates), :mod:`~dropnb.stats` (Monte-Carlo estimates), :mod:`~dropnb.data`
-  (synthetic and bundled data).
+  (synthetic and bundled data), :mod:`~dropnb.checks` (argument validators, one error format).
 """
 
 from __future__ import annotations

@@ -26,9 +26,9 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from . import deep
+from . import checks, deep
 from .linear import batched_objective
-from .masks import MaskDistribution, check_retain
+from .masks import MaskDistribution
 
 Metrics = Callable[[torch.Tensor, torch.Tensor], dict[str, torch.Tensor]]
 StepSize = float | Callable[[int], float]
@@ -56,15 +56,13 @@ class Trajectory:
 
 def log_checkpoints(steps: int, count: int) -> np.ndarray:
     """About ``count`` distinct integers from 0 to ``steps``, log-spaced (0 and ``steps`` included)."""
-    if steps < 1 or count < 2:
-        raise ValueError(f"steps must be ≥ 1 and count ≥ 2, got {steps} and {count}")
+    steps, count = checks.integer(steps, "steps"), checks.integer(count, "count", minimum=2)
     return np.unique(np.concatenate([[0], np.geomspace(1, steps, count - 1).round().astype(int)]))
 
 
 def inverse_time_decay(initial: float, scale: float) -> Callable[[int], float]:
     """The step-size schedule ηₜ = η₀ / (1 + t/s) with η₀ = ``initial`` and s = ``scale``."""
-    if not (np.isfinite(initial) and initial > 0 and np.isfinite(scale) and scale > 0):
-        raise ValueError(f"initial and scale must be positive numbers, got {initial!r} and {scale!r}")
+    initial, scale = checks.positive(initial, "initial"), checks.positive(scale, "scale")
     return lambda t: initial / (1 + t / scale)
 
 
@@ -90,16 +88,13 @@ def objective_metrics(M: np.ndarray, mask: MaskDistribution, S: np.ndarray | Non
 
 def _check_step_size(lr: StepSize) -> Callable[[int], float]:
     schedule = lr if callable(lr) else (lambda t: lr)
-    first = schedule(0)
-    if isinstance(first, bool) or not isinstance(first, (int, float, np.floating)) or not (np.isfinite(first) and first > 0):
-        raise ValueError(f"lr must be a positive number or a schedule t ↦ ηₜ > 0, got {lr!r}")
+    checks.positive(schedule(0), "lr(0)" if callable(lr) else "lr")
     return schedule
 
 
 def _check_checkpoints(steps, checkpoints) -> np.ndarray:
     """The sorted distinct checkpoint steps in [0, steps] (about 40 log-spaced ones if None)."""
-    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
-        raise ValueError(f"steps must be a positive integer, got {steps!r}")
+    steps = checks.integer(steps, "steps")
     checkpoints = log_checkpoints(steps, 40) if checkpoints is None else np.unique(np.asarray(checkpoints, dtype=int))
     if checkpoints.size == 0 or checkpoints.min() < 0 or checkpoints.max() > steps:
         raise ValueError(f"checkpoints must be a non-empty set of steps in [0, {steps}]")
@@ -166,8 +161,7 @@ def _input_sampler(d2: int, runs: int, batch_size: int, input_factor, data, gene
     """A function drawing the inputs of one step, shape (R, B, d₂): x = Az with z ~ N(0, I)
     (A = ``input_factor``, so E[xxᵀ] = AAᵀ; A = I if omitted), or, given ``data`` X (d₂ × N),
     B columns of X drawn uniformly with replacement (so E[xxᵀ] = XXᵀ/N)."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    batch_size = checks.integer(batch_size, "batch_size")
     device = generator.device
     tensor = lambda a: torch.as_tensor(np.asarray(a, dtype=np.float64), device=device, dtype=dtype)  # noqa: E731
     if data is not None:
@@ -260,7 +254,7 @@ def dropconnect_sgd(
     on the input weights with Z_jk ~ Bernoulli(θ); it forms h = (Z ⊙ V)ᵀx, e = Uh/θ − y (y = Mx)
     and updates U ← U − (ηₜ/B) Σ e hᵀ, V ← V − (ηₜ/B) Σ (x (Uᵀe)ᵀ) ⊙ Z: θ times the gradient of
     ½‖e‖², so that the expected direction is (θ/2)∇f, as for dropout in :func:`algorithm1`."""
-    retain = check_retain(retain)
+    retain = checks.probability(retain, "retain")
     M, U0, V0, checkpoints = _check_problem(M, U0, V0, None, steps, checkpoints)
     schedule = _check_step_size(lr)
     device = generator.device
@@ -385,9 +379,7 @@ def deep_gradient_descent(
     if (layers0[-1].shape[1], layers0[0].shape[2]) != M.shape or not np.all(np.isfinite(M)):
         raise ValueError(f"M must be a finite {layers0[-1].shape[1]}×{layers0[0].shape[2]} matrix, got shape {M.shape}")
     runs = layers0[0].shape[0]
-    lam = np.broadcast_to(np.asarray(lam, dtype=np.float64), (runs,)).copy()
-    if not np.all(np.isfinite(lam) & (lam >= 0)):
-        raise ValueError(f"lam must be finite and ≥ 0 (one value or one per run), got {lam!r}")
+    lam = checks.weights(lam, "lam", (runs,)).copy()
     checkpoints = _check_checkpoints(steps, checkpoints)
     schedule = _check_step_size(lr)
     device = torch.device(device)
