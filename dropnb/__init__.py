@@ -18,9 +18,11 @@ Modules by concept:
   objectives), :mod:`~dropnb.networks` (critical points of linear networks),
   :mod:`~dropnb.factorization` (matrix factorization with weight decay of variable width),
   :mod:`~dropnb.homogeneous` (positively homogeneous networks and their certificates);
-* numerics: :mod:`~dropnb.training` (batched dropout training), :mod:`~dropnb.optimize` (L-BFGS
+* numerics: :mod:`~dropnb.engine` (the training engine: schedules, the descent loop, autograd
+  training on any device), :mod:`~dropnb.training` (dropout training of linear networks, batched
+  over runs), :mod:`~dropnb.optimize` (L-BFGS
   with error certificates), :mod:`~dropnb.stats` (Monte-Carlo estimates), :mod:`~dropnb.data`
-  (synthetic and bundled data).
+  (synthetic and bundled data), :mod:`~dropnb.checks` (argument validators, one error format).
 """
 
 from __future__ import annotations

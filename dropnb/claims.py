@@ -26,6 +26,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from . import checks
 from .config import book_root
 
 CLAIMS_DIR_VARIABLE = "DROPNB_CLAIMS_DIR"
@@ -59,9 +60,8 @@ def holds(measured: float, target: float, comparison: str, tolerance: float) -> 
 
 def roundoff_tolerance(operations: int) -> float:
     """Forward-error bound γₙ = n·u/(1 − n·u) for ``operations`` = n rounded operations, u = 2⁻⁵³."""
-    if isinstance(operations, bool) or not isinstance(operations, (int, np.integer)) or operations < 1 \
-            or operations * UNIT_ROUNDOFF >= 1:
-        raise ValueError(f"operations must be a positive integer with n·u < 1, got {operations!r}")
+    if checks.integer(operations, "operations") * UNIT_ROUNDOFF >= 1:
+        raise checks.error("operations", "a positive integer with n·u < 1", operations)
     nu = operations * UNIT_ROUNDOFF
     return nu / (1 - nu)
 

@@ -27,6 +27,7 @@ import numpy as np
 import threadpoolctl
 import torch
 
+from . import checks
 from .threads import threads_from_environment
 
 PROFILES = ("quick", "book", "full")
@@ -48,12 +49,8 @@ def resolve_profile(profile: str | None = None) -> str:
 def resolve_seed(seed: int | None, default: int) -> int:
     """The base seed: the argument if given, else ``$DROPNB_SEED``, else the chapter's ``default``."""
     if seed is None:
-        value = os.environ.get(SEED_VARIABLE) or ""
-        if value and not value.isdigit():
-            raise ValueError(f"{SEED_VARIABLE} must be a non-negative integer, got {value!r}")
-        seed = int(value) if value else default
-    stream_seed(seed, "")
-    return int(seed)
+        seed = checks.environment_integer(SEED_VARIABLE, default, minimum=0)
+    return checks.integer(seed, "seed", minimum=0)
 
 
 def default_device() -> torch.device:
@@ -63,9 +60,7 @@ def default_device() -> torch.device:
 
 def stream_seed(seed: int, stream: str) -> list[int]:
     """Seed sequence of a named random stream: independent streams for independent experiments."""
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    return [int(seed), zlib.crc32(stream.encode())]
+    return [checks.integer(seed, "seed", minimum=0), zlib.crc32(stream.encode())]
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import checks
+
 ISOTROPIC = ("gaussian", "rademacher", "uniform")
 
 
@@ -15,8 +17,7 @@ def isotropic_inputs(kind: str, n: int, d: int, rng: np.random.Generator) -> np.
     """
     if kind not in ISOTROPIC:
         raise ValueError(f"kind must be one of {ISOTROPIC}, got {kind!r}")
-    if n < 0 or d < 1:
-        raise ValueError(f"n must be ≥ 0 and d ≥ 1, got {n} and {d}")
+    n, d = checks.integer(n, "n", minimum=0), checks.integer(d, "d")
     if kind == "gaussian":
         return rng.standard_normal((n, d))
     if kind == "rademacher":
@@ -34,8 +35,7 @@ def second_moment(factor: np.ndarray, shift: np.ndarray | None = None) -> np.nda
 def haar_orthogonal(n: int, rng: np.random.Generator) -> np.ndarray:
     """A Haar-distributed n×n orthogonal matrix: Q from the QR factorization of a Gaussian matrix,
     with the signs of R's diagonal moved into Q."""
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n must be a positive integer, got {n!r}")
+    n = checks.integer(n, "n")
     Q, R = np.linalg.qr(rng.standard_normal((n, n)))
     return Q * np.where(np.diag(R) < 0, -1.0, 1.0)
 

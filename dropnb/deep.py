@@ -22,15 +22,16 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .linear import check_matrix, check_rate, dropout_lambda
-from .masks import MAX_ENUMERATION, check_retain
+from . import checks
+from .linear import dropout_lambda
+from .masks import MAX_ENUMERATION
 from .shrinkage import support, optimal_value
 
 
 def check_layers(layers, S=None) -> tuple[list[np.ndarray], np.ndarray]:
     """Validate W₁, …, W_{k+1} (consecutive shapes must chain) and S (d₀×d₀, symmetric; I if
     omitted); return float64 copies. At least two layers (one hidden layer) are required."""
-    layers = [check_matrix(W, f"layers[{i}]") for i, W in enumerate(layers)]
+    layers = [checks.matrix(W, f"layers[{i}]") for i, W in enumerate(layers)]
     if len(layers) < 2:
         raise ValueError(f"layers must hold at least two matrices (one hidden layer), got {len(layers)}")
     for i in range(1, len(layers)):
@@ -38,7 +39,7 @@ def check_layers(layers, S=None) -> tuple[list[np.ndarray], np.ndarray]:
             raise ValueError(f"layers[{i}] must have {layers[i - 1].shape[0]} columns to follow layers[{i - 1}] "
                              f"{layers[i - 1].shape}, got {layers[i].shape}")
     d0 = layers[0].shape[1]
-    S = np.eye(d0) if S is None else check_matrix(S, "S")
+    S = np.eye(d0) if S is None else checks.matrix(S, "S")
     if S.shape != (d0, d0) or not np.allclose(S, S.T, rtol=0, atol=1e-12 * max(1.0, np.abs(S).max())):
         raise ValueError(f"S must be a symmetric {d0}×{d0} matrix, got shape {S.shape}")
     return layers, S
@@ -83,7 +84,7 @@ def envelope_weights(hidden_widths) -> np.ndarray:
 def effective_rate(hidden_widths, lam: float) -> float:
     """ν = Σ over non-empty sets J of hidden layers of λ^{|J|}/∏_{j∈J} d_j = ∏ᵢ(1 + λ/dᵢ) − 1."""
     widths = check_widths(hidden_widths).astype(float)
-    return float(np.prod(1 + check_rate(lam) / widths) - 1)
+    return float(np.prod(1 + checks.nonnegative(lam, "lam") / widths) - 1)
 
 
 def batched_sub_regularizers(layers: list[torch.Tensor], S: torch.Tensor | None = None) -> torch.Tensor:
@@ -173,7 +174,7 @@ def pivot_regularizer(layers, retain: float, S=None) -> float:
 def enumerated_regularizer(layers, retain: float, S=None) -> float:
     """R = Σ_b P(b) tr((W̄_b − W)S(W̄_b − W)ᵀ), summed exactly over all masks of all hidden units."""
     layers, S = check_layers(layers, S)
-    theta = check_retain(retain)
+    theta = checks.probability(retain, "retain")
     widths = [W.shape[0] for W in layers[:-1]]
     if 2 ** sum(widths) > MAX_ENUMERATION:
         raise ValueError(f"too many hidden units to enumerate ({sum(widths)}); at most {int(np.log2(MAX_ENUMERATION))}")
@@ -195,14 +196,13 @@ def sampled_regularizer(layers, retain: float, n: int, rng: np.random.Generator,
     """n independent samples of ‖(W̄ − W)x‖² with fresh masks and inputs x = Az, z ~ N(0, I)
     (A = ``input_factor``, so S = AAᵀ; A = I if omitted). Their mean estimates R."""
     layers, _ = check_layers(layers)
-    theta = check_retain(retain)
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n must be a positive integer, got {n!r}")
+    theta = checks.probability(retain, "retain")
+    n = checks.integer(n, "n")
     d0 = layers[0].shape[1]
     if input_factor is None:
         x = rng.standard_normal((n, d0))
     else:
-        A = check_matrix(input_factor, "input_factor")
+        A = checks.matrix(input_factor, "input_factor")
         if A.shape[0] != d0:
             raise ValueError(f"input_factor must have {d0} rows, got shape {A.shape}")
         x = rng.standard_normal((n, A.shape[1])) @ A.T
@@ -216,7 +216,7 @@ def sampled_regularizer(layers, retain: float, n: int, rng: np.random.Generator,
 def objective(M, layers, retain: float, S=None) -> float:
     """The dropout objective E‖Mx − W̄x‖² = tr((M − W)S(M − W)ᵀ) + R (R by moment propagation)."""
     layers, S = check_layers(layers, S)
-    M = check_matrix(M, "M")
+    M = checks.matrix(M, "M")
     W = _product(layers)
     if M.shape != W.shape:
         raise ValueError(f"M must have the shape {W.shape} of the network map, got {M.shape}")
@@ -235,14 +235,14 @@ def equalization_gaps(layers, S=None) -> np.ndarray:
 
 def nuclear_norm(W, S=None) -> float:
     """‖WS^{1/2}‖_*."""
-    W = check_matrix(W, "W")
+    W = checks.matrix(W, "W")
     return float(np.linalg.svd(W if S is None else W @ psd_sqrt(S), compute_uv=False).sum())
 
 
 def rank_one_implementation(u, v, hidden_widths) -> list[np.ndarray]:
     """The equalized implementation of uvᵀ of Proposition 1: W₁ = 𝟙vᵀ/√d₁,
     Wᵢ = 𝟙𝟙ᵀ/√(dᵢdᵢ₋₁) (2 ≤ i ≤ k), W_{k+1} = u𝟙ᵀ/√d_k. Its R equals ν‖uvᵀS^{1/2}‖²_* for every S."""
-    u, v = check_matrix(u, "u", ndim=1), check_matrix(v, "v", ndim=1)
+    u, v = checks.matrix(u, "u", ndim=1), checks.matrix(v, "v", ndim=1)
     widths = check_widths(hidden_widths)
     layers = [np.outer(np.ones(widths[0]), v) / np.sqrt(widths[0])]
     layers += [np.ones((b, a)) / np.sqrt(a * b) for a, b in zip(widths, widths[1:])]
@@ -252,7 +252,7 @@ def rank_one_implementation(u, v, hidden_widths) -> list[np.ndarray]:
 def balanced_implementation(W, hidden_widths) -> list[np.ndarray]:
     """Layers with every factor Σ^{1/(k+1)} of the SVD W = AΣBᵀ: W₁ = Σ^{1/(k+1)}Bᵀ, Wᵢ = Σ^{1/(k+1)},
     W_{k+1} = AΣ^{1/(k+1)}, zero-padded to the widths; needs rank W ≤ min dᵢ."""
-    W, widths = check_matrix(W, "W"), check_widths(hidden_widths)
+    W, widths = checks.matrix(W, "W"), check_widths(hidden_widths)
     A, s, Bt = np.linalg.svd(W, full_matrices=False)
     rank = int(np.sum(s > s[0] * max(W.shape) * np.finfo(float).eps)) if s.size and s[0] > 0 else 0
     if rank > widths.min():
@@ -287,8 +287,8 @@ def global_optimum(M, hidden_widths, lam: float, S=None) -> DeepOptimum:
     """Lemma 9 and Theorem 10 of Mianjy, Arora and Vidal (2019) for targets y = Mx, E[xxᵀ] = S ≻ 0.
     The envelope problem in W̃ = WS^{1/2} is the shallow problem of :mod:`dropnb.shrinkage` with
     width r = min dᵢ and weight νr, whose thresholds νr hⱼ/(r + νrj) = ν hⱼ/(1 + νj) are the α_j."""
-    M, widths = check_matrix(M, "M"), check_widths(hidden_widths)
-    S = np.eye(M.shape[1]) if S is None else check_matrix(S, "S")
+    M, widths = checks.matrix(M, "M"), check_widths(hidden_widths)
+    S = np.eye(M.shape[1]) if S is None else checks.matrix(S, "S")
     if S.shape != (M.shape[1],) * 2 or np.linalg.eigvalsh((S + S.T) / 2).min() <= 0:
         raise ValueError(f"S must be a positive definite {M.shape[1]}×{M.shape[1]} matrix")
     nu = effective_rate(widths, lam)
@@ -307,12 +307,12 @@ def global_optimum(M, hidden_widths, lam: float, S=None) -> DeepOptimum:
 def flat_objective(M, architecture, lam: float, S=None):
     """The dropout objective as a torch function of one flat vector of all layers, for optimizers.
     ``architecture`` = (d₀, d₁, …, d_{k+1}). Returns (objective, unpack), unpack(x) giving the layers."""
-    M = check_matrix(M, "M")
+    M = checks.matrix(M, "M")
     sizes = check_widths(architecture, "architecture")
     if len(sizes) < 3 or (sizes[-1], sizes[0]) != M.shape:
         raise ValueError(f"architecture must be (d₀, d₁, …, d_{{k+1}}) with d_{{k+1}}×d₀ = {M.shape}, got {architecture!r}")
-    lam = check_rate(lam)
-    S = np.eye(M.shape[1]) if S is None else check_matrix(S, "S")
+    lam = checks.nonnegative(lam, "lam")
+    S = np.eye(M.shape[1]) if S is None else checks.matrix(S, "S")
     shapes = [(int(sizes[i + 1]), int(sizes[i])) for i in range(len(sizes) - 1)]
     ends = np.cumsum([a * b for a, b in shapes])
     M_t, C_t = torch.tensor(M), torch.tensor(S)

@@ -31,8 +31,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-from . import linear
-from .masks import MAX_ENUMERATION, Bernoulli, check_retain, check_width
+from . import checks, linear
+from .masks import MAX_ENUMERATION, Bernoulli
 from .stats import StreamingMean, chunk_sizes, streaming_mean
 
 _CHUNK = 65536
@@ -64,7 +64,7 @@ def enumerated_objective(M, U, V, retain: float, S=None) -> float:
     """E_Z tr((M − U(Z ⊙ V)ᵀ/θ) S (M − U(Z ⊙ V)ᵀ/θ)ᵀ), summed exactly over all 2^{d₂r} masks Z
     with probabilities θ^{|Z|}(1 − θ)^{d₂r − |Z|}; only for d₂r ≤ log₂ MAX_ENUMERATION."""
     M, U, V, S = linear.check_network(M, U, V, S)
-    theta = check_retain(retain)
+    theta = checks.probability(retain, "retain")
     entries = V.size
     if 2**entries > MAX_ENUMERATION:
         raise ValueError(f"V has {entries} entries, so there are 2^{entries} DropConnect masks; "
@@ -89,7 +89,7 @@ def sample_masks(shape: int | tuple[int, ...], d2: int, width: int, retain: floa
     They are :class:`dropnb.masks.Bernoulli` masks of width d₂·r reshaped row-major, so
     ``Bernoulli(d2 * width, retain).sample_torch(shape, generator).reshape(*shape, d2, width)``
     draws them in torch."""
-    d2, width = check_width(d2, "d2"), check_width(width)
+    d2, width = checks.integer(d2, "d2"), checks.integer(width, "width")
     masks = Bernoulli(d2 * width, retain).sample(shape, rng)
     return masks.reshape(*masks.shape[:-1], d2, width)
 
@@ -97,8 +97,8 @@ def sample_masks(shape: int | tuple[int, ...], d2: int, width: int, retain: floa
 def sampled_losses(M, U, V, x, Z, retain: float) -> np.ndarray:
     """Per-sample DropConnect losses ‖Mxₙ − U((Zₙ ⊙ V)/θ)ᵀ xₙ‖², for inputs x (n, d₂) and masks Z (n, d₂, r)."""
     M, U, V, _ = linear.check_network(M, U, V)
-    x, Z = linear.check_matrix(x, "x"), linear.check_matrix(Z, "Z", ndim=3)
-    theta = check_retain(retain)
+    x, Z = checks.matrix(x, "x"), checks.matrix(Z, "Z", ndim=3)
+    theta = checks.probability(retain, "retain")
     if x.shape[1] != M.shape[1] or Z.shape != (x.shape[0], *V.shape):
         raise ValueError(f"x must be (n, {M.shape[1]}) and Z (n, {V.shape[0]}, {V.shape[1]}), "
                          f"got {x.shape} and {Z.shape}")
@@ -116,7 +116,7 @@ def monte_carlo_objective(M, U, V, retain: float, draw_inputs: Callable[[int, np
     """Mean and standard error of ‖Mx − U((Z ⊙ V)/θ)ᵀx‖² over ``samples`` joint draws of an input
     x = ``draw_inputs(n, rng)`` and an independent mask Z, streamed in chunks."""
     M, U, V, _ = linear.check_network(M, U, V)
-    theta = check_retain(retain)
+    theta = checks.probability(retain, "retain")
     return streaming_mean(
         sampled_losses(M, U, V, draw_inputs(n, rng), sample_masks(n, *V.shape, theta, rng), theta)
         for n in chunk_sizes(samples)

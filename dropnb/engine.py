@@ -91,7 +91,7 @@ class Schedule:
         if not callable(lr):
             return cls.constant(lr, steps, name)
         schedule = cls(steps, lr)
-        positive(lr(0), name)
+        positive(lr(0), f"{name}(0)")
         return schedule
 
 

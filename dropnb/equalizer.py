@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .linear import check_factors, check_matrix
-from .masks import check_width
+from . import checks
+from .linear import check_factors
 
 
 def _gram(U) -> np.ndarray:
-    U = check_matrix(U, "U")
+    U = checks.matrix(U, "U")
     return U.T @ U
 
 
@@ -57,8 +57,8 @@ def equalizer(U, centered: bool = False) -> np.ndarray:
 
 def hadamard(order: int) -> np.ndarray:
     """The Sylvester Hadamard matrix H of order 2ᵏ: H₁ = [1], H₂ₘ = [[Hₘ, Hₘ], [−Hₘ, Hₘ]]."""
-    if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 1 or order & (order - 1):
-        raise ValueError(f"order must be a power of two, got {order!r}")
+    if checks.integer(order, "order") & (order - 1):
+        raise checks.error("order", "a power of two", order)
     H = np.ones((1, 1))
     while len(H) < order:
         H = np.block([[H, H], [-H, H]])
@@ -68,7 +68,7 @@ def hadamard(order: int) -> np.ndarray:
 def universal_equalizer(U) -> np.ndarray:
     """Q = V Hᵣ/√r for U = WΣVᵀ (full SVD) and r = 2ᵏ: QᵀUᵀUQ = Zᵀ(ΣᵀΣ)Z with every zⱼᵢ² = 1/r,
     so each diagonal entry is tr(ΣᵀΣ)/r. The same Z serves every U once V is known."""
-    U = check_matrix(U, "U")
+    U = checks.matrix(U, "U")
     r = U.shape[1]
     try:
         Z = hadamard(r) / np.sqrt(r)
@@ -93,7 +93,7 @@ def equalized_factors(P, width: int) -> tuple[np.ndarray, np.ndarray]:
     appended when P has fewer) share the diagonal Gram matrix Σ, so one equalizer Q of Ũ
     equalizes both: U = ŨQ, V = ṼQ. P must have rank at most r.
     """
-    P, width = check_matrix(P, "P"), check_width(width)
+    P, width = checks.matrix(P, "P"), checks.integer(width, "width")
     W, s, Yt = np.linalg.svd(P, full_matrices=False)
     if len(s) > width and s[width] > max(P.shape) * np.finfo(float).eps * s[0]:
         raise ValueError(f"P has rank greater than width = {width} (σ_{width + 1} = {s[width]:.3g})")

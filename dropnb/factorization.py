@@ -46,11 +46,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from . import checks
 from .claims import roundoff_tolerance
 from .deep import nuclear_norm
 from .engine import Run, Schedule, descend
-from .linear import check_matrix, check_rate
-from .masks import check_number, check_width
 from .shrinkage import check_spectrum
 
 __all__ = [
@@ -66,19 +65,9 @@ __all__ = [
 # validation helpers
 
 
-def _check_stack(value, name: str) -> np.ndarray:
-    """A finite float64 array with at least two dimensions (a matrix or a batch of matrices)."""
-    array = np.asarray(value, dtype=np.float64)
-    if array.ndim < 2:
-        raise ValueError(f"{name} must be a matrix or a batch of matrices, got shape {array.shape}")
-    if not np.all(np.isfinite(array)):
-        raise ValueError(f"{name} must be finite")
-    return array
-
-
 def _check_problem(Y, U, V) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Y (n₂×n₀) and factors U (…, n₂, n₁), V (…, n₀, n₁) with matching shapes and batch."""
-    Y, U, V = check_matrix(Y, "Y"), _check_stack(U, "U"), _check_stack(V, "V")
+    Y, U, V = checks.matrix(Y, "Y"), checks.matrix(U, "U", batched=True), checks.matrix(V, "V", batched=True)
     if U.shape[-2] != Y.shape[0]:
         raise ValueError(f"U must have {Y.shape[0]} rows to match Y {Y.shape}, got {U.shape}")
     if V.shape[-2] != Y.shape[1]:
@@ -86,31 +75,6 @@ def _check_problem(Y, U, V) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if U.shape[-1] != V.shape[-1] or U.shape[:-2] != V.shape[:-2]:
         raise ValueError(f"U and V must have the same width and batch shape, got {U.shape} and {V.shape}")
     return Y, U, V
-
-
-def _check_weight(value, name: str, batch: tuple[int, ...]) -> np.ndarray:
-    """A weight (λ or μ): a finite number ≥ 0, or an array of them broadcastable to ``batch``."""
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be a finite number ≥ 0, got {value!r}")
-    try:
-        array = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a finite number ≥ 0, got {value!r}") from None
-    if not (np.all(np.isfinite(array)) and np.all(array >= 0)):
-        raise ValueError(f"{name} must be finite and ≥ 0, got {value!r}")
-    try:
-        return np.broadcast_to(array, batch)
-    except ValueError:
-        raise ValueError(f"{name} must be a number or broadcastable to the batch shape {batch}, "
-                         f"got shape {array.shape}") from None
-
-
-def _nonnegative(value, name: str) -> float:
-    return check_number(value, name, "a finite number ≥ 0", lambda x: x >= 0)
-
-
-def _positive(value, name: str) -> float:
-    return check_number(value, name, "a finite number > 0", lambda x: x > 0)
 
 
 def _scalar(x: np.ndarray):
@@ -128,7 +92,7 @@ def _sq(A: np.ndarray) -> np.ndarray:
 
 def singular_value_threshold(Y, lam: float) -> np.ndarray:
     """D_λ(Y) = A(Σ − λI)₊Bᵀ from the thin SVD Y = AΣBᵀ: the minimizer of ½‖Y − Z‖²_F + λ‖Z‖_*."""
-    Y, lam = check_matrix(Y, "Y"), check_rate(lam)
+    Y, lam = checks.matrix(Y, "Y"), checks.nonnegative(lam, "lam")
     A, s, Bt = np.linalg.svd(Y, full_matrices=False)
     return (A * np.maximum(s - lam, 0.0)) @ Bt
 
@@ -136,16 +100,16 @@ def singular_value_threshold(Y, lam: float) -> np.ndarray:
 def convex_objective(Y, Z, lam: float, mu: float = 0.0, width: int | None = None):
     """P(Z) = ½‖Y − Z‖²_F + λ‖Z‖_* + (μ/width)‖Z‖²_* ((1.35) for μ = 0; ``width`` needed when μ > 0);
     Z may be a batch (…, n₂, n₀)."""
-    Y, Z = check_matrix(Y, "Y"), _check_stack(Z, "Z")
+    Y, Z = checks.matrix(Y, "Y"), checks.matrix(Z, "Z", batched=True)
     if Z.shape[-2:] != Y.shape:
         raise ValueError(f"Z must have the shape of Y {Y.shape}, got {Z.shape}")
-    lam, mu = _nonnegative(lam, "lam"), _nonnegative(mu, "mu")
+    lam, mu = checks.nonnegative(lam, "lam"), checks.nonnegative(mu, "mu")
     nuclear = np.linalg.svd(Z, compute_uv=False).sum(-1)
     value = 0.5 * _sq(Y - Z) + lam * nuclear
     if mu > 0:
         if width is None:
             raise ValueError("width is required when mu > 0")
-        value = value + mu / check_width(width) * nuclear**2
+        value = value + mu / checks.integer(width, "width") * nuclear**2
     return _scalar(value)
 
 
@@ -156,7 +120,7 @@ def convex_objective(Y, Z, lam: float, mu: float = 0.0, width: int | None = None
 def objective(Y, U, V, lam, mu=0.0):
     """F(U, V) = ½‖Y − UVᵀ‖²_F + (λ/2)(‖U‖²_F + ‖V‖²_F) + μ Σᵢ‖uᵢ‖²‖vᵢ‖², per batch entry."""
     Y, U, V = _check_problem(Y, U, V)
-    lam, mu = _check_weight(lam, "lam", U.shape[:-2]), _check_weight(mu, "mu", U.shape[:-2])
+    lam, mu = checks.weights(lam, "lam", U.shape[:-2]), checks.weights(mu, "mu", U.shape[:-2])
     value = 0.5 * _sq(Y - U @ np.swapaxes(V, -1, -2)) + 0.5 * lam * (_sq(U) + _sq(V))
     value = value + mu * np.sum(np.sum(U**2, axis=-2) * np.sum(V**2, axis=-2), axis=-1)
     return _scalar(value)
@@ -174,14 +138,14 @@ def gradient(Y, U, V, lam, mu=0.0) -> tuple[np.ndarray, np.ndarray]:
     """(∇_U F, ∇_V F) = (−RV + λU + 2μU Diag(‖vᵢ‖²), −RᵀU + λV + 2μV Diag(‖uᵢ‖²)), R = Y − UVᵀ; batched."""
     Y, U, V = _check_problem(Y, U, V)
     batch = U.shape[:-2]
-    return _gradient(Y, U, V, _check_weight(lam, "lam", batch), _check_weight(mu, "mu", batch))
+    return _gradient(Y, U, V, checks.weights(lam, "lam", batch), checks.weights(mu, "mu", batch))
 
 
 def flat_objective(Y, width: int, lam: float, mu: float = 0.0):
     """F as a torch function of x = (vec U, vec V) (row-major), for autograd Hessians and optimizers;
     returns (objective, unpack) with unpack(x) = (U, V) as numpy arrays."""
-    Y, r = check_matrix(Y, "Y"), check_width(width)
-    lam, mu = _nonnegative(lam, "lam"), _nonnegative(mu, "mu")
+    Y, r = checks.matrix(Y, "Y"), checks.integer(width, "width")
+    lam, mu = checks.nonnegative(lam, "lam"), checks.nonnegative(mu, "mu")
     (n2, n0), split = Y.shape, Y.shape[0] * r
     Y_t = torch.tensor(Y)
 
@@ -211,9 +175,9 @@ def _rank(s: np.ndarray, shape: tuple[int, int]) -> int:
 def balanced_factors(Z, width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """U = AΣ^{1/2}, V = BΣ^{1/2} from the thin SVD Z = AΣBᵀ, zero-padded or cut to ``width`` columns
     (default min(n₂, n₀)); then UVᵀ = Z and ½(‖U‖²_F + ‖V‖²_F) = ‖Z‖_* (1.34). Needs width ≥ rank Z."""
-    Z = check_matrix(Z, "Z")
+    Z = checks.matrix(Z, "Z")
     A, s, Bt = np.linalg.svd(Z, full_matrices=False)
-    width = len(s) if width is None else check_width(width)
+    width = len(s) if width is None else checks.integer(width, "width")
     rank = _rank(s, Z.shape)
     if rank > width:
         raise ValueError(f"width must be at least rank Z = {rank}, got {width}")
@@ -227,9 +191,9 @@ def optimal_factors(Y, lam: float, width: int | None = None) -> tuple[np.ndarray
     """The global minimizer of F (μ = 0) over factors of ``width`` columns (default min(n₂, n₀), the
     thin SVD): A(Σ − λI)₊^{1/2}, B(Σ − λI)₊^{1/2} truncated to the top ``width`` pairs, zero-padded.
     For width ≥ #{σᵢ > λ} its product is D_λ(Y) (Vidal et al. 2022, p. 1.4.1 after Corollary 1.6)."""
-    Y, lam = check_matrix(Y, "Y"), check_rate(lam)
+    Y, lam = checks.matrix(Y, "Y"), checks.nonnegative(lam, "lam")
     A, s, Bt = np.linalg.svd(Y, full_matrices=False)
-    width = len(s) if width is None else check_width(width)
+    width = len(s) if width is None else checks.integer(width, "width")
     k = min(width, len(s))
     root = np.sqrt(np.maximum(s[:k] - lam, 0.0))
     U, V = np.zeros((Y.shape[0], width)), np.zeros((Y.shape[1], width))
@@ -240,8 +204,8 @@ def optimal_factors(Y, lam: float, width: int | None = None) -> tuple[np.ndarray
 def optimal_value(spectrum, lam: float, width: int | None = None) -> float:
     """min F over width-k factors (μ = 0): Σ_{i≤k} h(σᵢ) + Σ_{i>k} σᵢ²/2, h(σ) = λσ − λ²/2 if σ > λ
     else σ²/2; k = ``width`` (all values when omitted: the optimum of (1.33) and of (1.35))."""
-    s, lam = check_spectrum(spectrum), check_rate(lam)
-    k = len(s) if width is None else min(check_width(width), len(s))
+    s, lam = check_spectrum(spectrum), checks.nonnegative(lam, "lam")
+    k = len(s) if width is None else min(checks.integer(width, "width"), len(s))
     head = np.where(s[:k] > lam, lam * s[:k] - lam**2 / 2, s[:k] ** 2 / 2)
     return float(head.sum() + np.sum(s[k:] ** 2) / 2)
 
@@ -250,8 +214,8 @@ def squared_nuclear_threshold(spectrum, mu: float, width: int) -> tuple[int, flo
     """(k, t) for the minimizer D_t(Y) of ½‖Y − Z‖²_F + (μ/r)‖Z‖²_* over all Z (no rank limit):
     t = (2μ/r)S_k/(1 + 2μk/r) with S_k = σ₁ + … + σ_k and k = max{j : σⱼ > tⱼ}, so that
     t = (2μ/r)‖D_t(Y)‖_*. The width r binds (the dropout optimum of width r is not D_t(Y)) iff k > r."""
-    s, r = check_spectrum(spectrum), check_width(width)
-    mu = _positive(mu, "mu")
+    s, r = check_spectrum(spectrum), checks.integer(width, "width")
+    mu = checks.positive(mu, "mu")
     c = 2 * mu / r
     j = np.arange(1, len(s) + 1)
     t = c * np.cumsum(s) / (1 + c * j)
@@ -269,7 +233,7 @@ def squared_nuclear_threshold(spectrum, mu: float, width: int) -> tuple[int, flo
 def top_singular_triple(R) -> tuple[float, np.ndarray, np.ndarray]:
     """(σ_max, u, v): the largest singular value of R and its unit singular vectors, the solution of
     the polar problem max uᵀRv/(‖u‖²+‖v‖²) = σ_max/2 (at ‖u‖ = ‖v‖) (1.42)."""
-    R = check_matrix(R, "R")
+    R = checks.matrix(R, "R")
     A, s, Bt = np.linalg.svd(R, full_matrices=False)
     return float(s[0]), A[:, 0], Bt[0]
 
@@ -298,7 +262,7 @@ def polar_certificate(Y, U, V, lam: float) -> PolarCertificate:
     Y, U, V = _check_problem(Y, U, V)
     if U.ndim != 2:
         raise ValueError(f"certificate takes one point, got U of shape {U.shape}")
-    lam = check_rate(lam)
+    lam = checks.nonnegative(lam, "lam")
     Z = U @ V.T
     sigma, left, right = top_singular_triple(Y - Z)
     grad_u, grad_v = gradient(Y, U, V, lam)
@@ -323,7 +287,7 @@ def value_rounding(Y, U, V, lam, mu=0.0):
     rounding bound on one evaluation of F; batched."""
     Y, U, V = _check_problem(Y, U, V)
     batch = U.shape[:-2]
-    lam, mu = _check_weight(lam, "lam", batch), _check_weight(mu, "mu", batch)
+    lam, mu = checks.weights(lam, "lam", batch), checks.weights(mu, "mu", batch)
     n = 10 * Y.shape[0] * Y.shape[1] * max(U.shape[-1], 1)
     size = (np.linalg.norm(Y) + np.sqrt(_sq(U) * _sq(V))) ** 2 + lam * (_sq(U) + _sq(V)) + mu * _sq(U) * _sq(V)
     return _scalar(roundoff_tolerance(n) * size)
@@ -337,7 +301,7 @@ def duality_gap(Y, U, V, lam, mu=0.0):
     whenever that width does not bind. Batched."""
     Y, U, V = _check_problem(Y, U, V)
     batch = U.shape[:-2]
-    lam, mu = _check_weight(lam, "lam", batch), _check_weight(mu, "mu", batch)
+    lam, mu = checks.weights(lam, "lam", batch), checks.weights(mu, "mu", batch)
     width = np.maximum(np.count_nonzero(np.sum(U**2, axis=-2) * np.sum(V**2, axis=-2), axis=-1), 1)
     R = Y - U @ np.swapaxes(V, -1, -2)
     sigma = np.linalg.svd(R, compute_uv=False)[..., 0]
@@ -356,36 +320,36 @@ def duality_gap(Y, U, V, lam, mu=0.0):
 
 def append_column(U, V, u, v, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
     """[U, √ε u] and [V, √ε v]: one more hidden unit, so UVᵀ gains εuvᵀ."""
-    U, V = check_matrix(U, "U"), check_matrix(V, "V")
-    u, v = check_matrix(u, "u", ndim=1), check_matrix(v, "v", ndim=1)
+    U, V = checks.matrix(U, "U"), checks.matrix(V, "V")
+    u, v = checks.matrix(u, "u", ndim=1), checks.matrix(v, "v", ndim=1)
     if u.shape != (U.shape[0],) or v.shape != (V.shape[0],):
         raise ValueError(f"u and v must have {U.shape[0]} and {V.shape[0]} entries, got {u.shape} and {v.shape}")
-    root = np.sqrt(_nonnegative(epsilon, "epsilon"))
+    root = np.sqrt(checks.nonnegative(epsilon, "epsilon"))
     return np.column_stack([U, root * u]), np.column_stack([V, root * v])
 
 
 def append_change(sigma: float, epsilon: float, lam: float = 0.0, mu: float = 0.0) -> float:
     """ΔF(ε) = ε(λ − σ) + ε²(½ + μ): the exact change of F when a column (√ε u, √ε v) with unit u, v
     and uᵀRv = σ is appended (weight decay λ, dropout μ)."""
-    sigma = check_number(sigma, "sigma")
-    epsilon, lam, mu = _nonnegative(epsilon, "epsilon"), _nonnegative(lam, "lam"), _nonnegative(mu, "mu")
+    sigma = checks.number(sigma, "sigma")
+    epsilon, lam, mu = checks.nonnegative(epsilon, "epsilon"), checks.nonnegative(lam, "lam"), checks.nonnegative(mu, "mu")
     return epsilon * (lam - sigma) + epsilon**2 * (0.5 + mu)
 
 
 def split_units(U, V, copies: int) -> tuple[np.ndarray, np.ndarray]:
     """Every unit (uᵢ, vᵢ) replaced by ``copies`` units (uᵢ/√k, vᵢ/√k): UVᵀ and the weight decay are
     unchanged, the dropout penalty Σ‖uᵢ‖²‖vᵢ‖² is divided by k."""
-    U, V = _check_stack(U, "U"), _check_stack(V, "V")
+    U, V = checks.matrix(U, "U", batched=True), checks.matrix(V, "V", batched=True)
     if U.shape[-1] != V.shape[-1]:
         raise ValueError(f"U and V must have the same width, got {U.shape} and {V.shape}")
-    k = check_width(copies, "copies")
+    k = checks.integer(copies, "copies")
     return np.repeat(U, k, axis=-1) / np.sqrt(k), np.repeat(V, k, axis=-1) / np.sqrt(k)
 
 
 def expose_null_columns(U, V) -> tuple[np.ndarray, np.ndarray]:
     """(UW, VW) with W the right singular vectors of the stacked [U; V] (columns by decreasing norm):
     the same product and norms, and a column that vanishes for every common null vector Ue = Ve = 0."""
-    U, V = check_matrix(U, "U"), check_matrix(V, "V")
+    U, V = checks.matrix(U, "U"), checks.matrix(V, "V")
     if U.shape[1] != V.shape[1]:
         raise ValueError(f"U and V must have the same width, got {U.shape} and {V.shape}")
     _, _, Wt = np.linalg.svd(np.vstack([U, V]), full_matrices=True)
@@ -409,11 +373,11 @@ def gradient_descent(Y, U0, V0, lam, mu=0.0, *, step: float, tol: float, max_ste
     or ``max_steps``."""
     Y, U, V = _check_problem(Y, U0, V0)
     batch = U.shape[:-2]
-    lam, mu = _check_weight(lam, "lam", batch), _check_weight(mu, "mu", batch)
-    step, tol = _positive(step, "step"), _positive(tol, "tol")
-    max_steps = check_width(max_steps, "max_steps")
+    lam, mu = checks.weights(lam, "lam", batch), checks.weights(mu, "mu", batch)
+    step, tol = checks.positive(step, "step"), checks.positive(tol, "tol")
+    max_steps = checks.integer(max_steps, "max_steps")
     if trace_every is not None:
-        trace_every = check_width(trace_every, "trace_every")
+        trace_every = checks.integer(trace_every, "trace_every")
     state = dict(U=U.copy(), V=V.copy())
     iterations = np.zeros(batch, dtype=int)
     active = np.ones(batch, dtype=bool)
@@ -476,11 +440,11 @@ def meta_algorithm(Y, lam: float, U0, V0, *, step: float, gradient_tol: float, c
     Y, U, V = _check_problem(Y, U0, V0)
     if U.ndim != 2:
         raise ValueError(f"meta_algorithm runs one problem, got U of shape {U.shape}")
-    lam = _positive(lam, "lam")
-    certificate_tol = _nonnegative(certificate_tol, "certificate_tol")
+    lam = checks.positive(lam, "lam")
+    certificate_tol = checks.nonnegative(certificate_tol, "certificate_tol")
     if epsilon is not None:
-        epsilon = _positive(epsilon, "epsilon")
-    max_stages = check_width(max_stages, "max_stages")
+        epsilon = checks.positive(epsilon, "epsilon")
+    max_stages = checks.integer(max_stages, "max_stages")
     stages = []
     for _ in range(max_stages):
         run = gradient_descent(Y, U, V, lam, step=step, tol=gradient_tol, max_steps=max_steps,

@@ -29,20 +29,12 @@ import numpy as np
 import torch
 from sklearn.datasets import load_digits
 
-from .linear import batched_objective, check_matrix
-from .masks import MaskDistribution, check_width
-from . import engine
+from . import checks, engine
 from .engine import Run, Schedule, to_numpy
+from .linear import batched_objective
+from .masks import MaskDistribution
 
 CLASSES = 10
-
-
-def _check_positive(value: float, name: str) -> float:
-    """A finite positive number as a float; ValueError naming ``name`` otherwise."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not (np.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
-    return float(value)
 
 
 @dataclass(frozen=True)
@@ -61,7 +53,7 @@ def load_digit_subset(n: int, rng: np.random.Generator) -> Digits:
     standardized over the subset: xᵢ ← (xᵢ − mean)/std, and set to 0 where std = 0."""
     images, labels = load_digits(return_X_y=True)
     counts = np.bincount(labels, minlength=CLASSES)
-    n = check_width(n, "n")
+    n = checks.integer(n, "n")
     if n % CLASSES or n // CLASSES > counts.min():
         raise ValueError(f"n must be a multiple of {CLASSES} up to {CLASSES * counts.min()} "
                          f"(equal class counts), got {n}")
@@ -77,8 +69,8 @@ def load_digit_subset(n: int, rng: np.random.Generator) -> Digits:
 def spread_targets(onehot, first: float = 3.0, ratio: float = 0.6) -> np.ndarray:
     """Y = diag(first·ratio^{i−1}) · onehot: class i's target is scaled by first·ratioⁱ⁻¹, so with
     balanced classes the singular values of Y decay geometrically instead of being equal."""
-    onehot = check_matrix(onehot, "onehot")
-    first, ratio = _check_positive(first, "first"), _check_positive(ratio, "ratio")
+    onehot = checks.matrix(onehot, "onehot")
+    first, ratio = checks.positive(first, "first"), checks.positive(ratio, "ratio")
     return (first * ratio ** np.arange(onehot.shape[0]))[:, None] * onehot
 
 
@@ -88,10 +80,10 @@ def init_weights(sizes, outputs: int, runs: int, rng: np.random.Generator,
     ``sizes`` = (d, h₁, …, r) and c = ``outputs``, float64 on ``device``, drawn by ``rng`` as in
     torch's default: every entry of W_l, b_l uniform on ±1/√(fan-in), of U on ±1/√r. Run n is
     drawn after runs 0..n−1, so the first runs do not depend on how many follow."""
-    sizes = [check_width(size, "sizes") for size in sizes]
+    sizes = [checks.integer(size, "sizes") for size in sizes]
     if len(sizes) < 2:
         raise ValueError(f"sizes must list at least the input and feature widths, got {sizes}")
-    runs, outputs = check_width(runs, "runs"), check_width(outputs, "outputs")
+    runs, outputs = checks.integer(runs, "runs"), checks.integer(outputs, "outputs")
     shapes = [shape for fan_in, fan_out in zip(sizes, sizes[1:]) for shape in ((fan_out, fan_in), (fan_out, 1))]
     shapes.append((outputs, sizes[-1]))
     fans = [fan_in for fan_in in sizes[:-1] for _ in range(2)] + [sizes[-1]]
@@ -123,7 +115,7 @@ def _check_targets(Y, N: int, runs: int) -> np.ndarray:
     Y = np.asarray(Y, dtype=np.float64)
     if not (Y.ndim == 2 or (Y.ndim == 3 and Y.shape[0] == runs)) or Y.shape[-1] != N:
         raise ValueError(f"Y must be (c, {N}) or ({runs}, c, {N}) to match X and runs, got {Y.shape}")
-    return check_matrix(Y, "Y", ndim=Y.ndim)
+    return checks.matrix(Y, "Y", ndim=Y.ndim)
 
 
 def train(X, Y, mask: MaskDistribution, hidden, *, runs: int, lr, steps: int | None = None, rng: np.random.Generator,
@@ -140,12 +132,12 @@ def train(X, Y, mask: MaskDistribution, hidden, *, runs: int, lr, steps: int | N
     ``G`` (R, r, N), the features after the last step (``final["U"] @ outcome["G"]`` is the
     prediction on the training set).
     """
-    X = check_matrix(X, "X")
-    runs = check_width(runs, "runs")
+    X = checks.matrix(X, "X")
+    runs = checks.integer(runs, "runs")
     Y = _check_targets(Y, X.shape[1], runs)
     if not isinstance(mask, MaskDistribution):
         raise ValueError(f"mask must be a MaskDistribution, got {type(mask).__name__}")
-    hidden = [check_width(h, "hidden") for h in np.atleast_1d(hidden)]
+    hidden = [checks.integer(h, "hidden") for h in np.atleast_1d(hidden)]
     schedule = Schedule.of(lr, steps)
     weights = init_weights([X.shape[0], *hidden, mask.width], Y.shape[-2], runs, rng, device)
     names = [f"{kind}{layer + 1}" for layer in range(len(hidden) + 1) for kind in ("W", "b")] + ["U"]

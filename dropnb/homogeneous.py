@@ -53,10 +53,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import linprog
 
+from . import checks
 from .claims import UNIT_ROUNDOFF
 from .engine import Run, Schedule, descend
-from .linear import check_matrix
-from .masks import check_number, check_width
 
 TWO_PI = 2 * np.pi
 
@@ -67,26 +66,16 @@ TWO_PI = 2 * np.pi
 
 def check_data(X, Y) -> tuple[np.ndarray, np.ndarray]:
     """(X, Y) as finite float64 matrices with the same positive number of columns m."""
-    X, Y = check_matrix(X, "X"), check_matrix(Y, "Y")
+    X, Y = checks.matrix(X, "X"), checks.matrix(Y, "Y")
     if X.shape[1] != Y.shape[1] or X.shape[1] == 0:
         raise ValueError(f"X and Y must hold the same positive number of columns, got {X.shape} and {Y.shape}")
     return X, Y
 
 
-def check_lam(lam) -> float:
-    """The regularization weight λ as a float; ValueError unless finite and > 0."""
-    return check_number(lam, "lam", "a finite number > 0", lambda x: x > 0)
-
-
 def check_weights(W1, W2, n0: int | None = None, n2: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """W₁ (…, n₀, r) and W₂ (…, n₂, r) as finite float64 arrays with the same leading (batch)
     shape and the same width r ≥ 1; n₀, n₂ checked when given."""
-    W1, W2 = np.asarray(W1, dtype=np.float64), np.asarray(W2, dtype=np.float64)
-    for name, W in (("W1", W1), ("W2", W2)):
-        if W.ndim < 2:
-            raise ValueError(f"{name} must have at least 2 dimensions (…, rows, r), got shape {W.shape}")
-        if not np.all(np.isfinite(W)):
-            raise ValueError(f"{name} must be finite")
+    W1, W2 = checks.matrix(W1, "W1", batched=True), checks.matrix(W2, "W2", batched=True)
     if W1.shape[:-2] != W2.shape[:-2]:
         raise ValueError(f"W1 and W2 must have the same batch shape, got {W1.shape} and {W2.shape}")
     if W1.shape[-1] != W2.shape[-1] or W1.shape[-1] == 0:
@@ -101,11 +90,11 @@ def check_weights(W1, W2, n0: int | None = None, n2: int | None = None) -> tuple
 def _check_network(X, Y, W1, W2, lam=None):
     X, Y = check_data(X, Y)
     W1, W2 = check_weights(W1, W2, X.shape[0], Y.shape[0])
-    return (X, Y, W1, W2) if lam is None else (X, Y, W1, W2, check_lam(lam))
+    return (X, Y, W1, W2) if lam is None else (X, Y, W1, W2, checks.positive(lam, "lam"))
 
 
 def _check_planar(X) -> np.ndarray:
-    X = check_matrix(X, "X")
+    X = checks.matrix(X, "X")
     if X.shape[0] != 2:
         raise ValueError(f"X must have n0 = 2 rows for the exact polar and convex reference, got shape {X.shape}")
     if X.shape[1] == 0:
@@ -117,7 +106,7 @@ def _check_residual(X, G) -> np.ndarray:
     G = np.asarray(G, dtype=np.float64)
     if G.ndim == 1:
         G = G[None, :]
-    G = check_matrix(G, "G")
+    G = checks.matrix(G, "G")
     if G.shape[1] != X.shape[1]:
         raise ValueError(f"G must have {X.shape[1]} columns to match X, got shape {G.shape}")
     return G
@@ -129,21 +118,21 @@ def _check_residual(X, G) -> np.ndarray:
 
 def hidden(X, W1) -> np.ndarray:
     """H = ReLU(W₁ᵀX), shape (…, r, m)."""
-    X = check_matrix(X, "X")
+    X = checks.matrix(X, "X")
     W1 = np.asarray(W1, dtype=np.float64)
     return np.maximum(np.swapaxes(W1, -1, -2) @ X, 0.0)
 
 
 def outputs(X, W1, W2) -> np.ndarray:
     """Φ = W₂ ReLU(W₁ᵀX) = Σᵢ φᵢ, shape (…, n₂, m)."""
-    X = check_matrix(X, "X")
+    X = checks.matrix(X, "X")
     W1, W2 = check_weights(W1, W2, X.shape[0])
     return W2 @ hidden(X, W1)
 
 
 def unit_outputs(X, W1, W2) -> np.ndarray:
     """The subnetwork outputs φᵢ = w_i^{[2]} ReLU(w_i^{[1]ᵀ}X), shape (…, r, n₂, m)."""
-    X = check_matrix(X, "X")
+    X = checks.matrix(X, "X")
     W1, W2 = check_weights(W1, W2, X.shape[0])
     return np.swapaxes(W2, -1, -2)[..., :, :, None] * hidden(X, W1)[..., :, None, :]
 
@@ -180,7 +169,7 @@ def gradient(X, Y, W1, W2, lam) -> tuple[np.ndarray, np.ndarray]:
 def dropout_penalty(X, W1, W2) -> np.ndarray | float:
     """Σᵢ ‖w_i^{[2]}‖² ‖ReLU(w_i^{[1]ᵀ}X)‖²: hidden-unit dropout's regularizer without its factor
     (1 − ρ)/ρ, positively homogeneous of degree 4 (not 2) in the weights of a unit."""
-    X = check_matrix(X, "X")
+    X = checks.matrix(X, "X")
     W1, W2 = check_weights(W1, W2, X.shape[0])
     value = np.sum(np.sum(W2**2, axis=-2) * np.sum(hidden(X, W1) ** 2, axis=-1), axis=-1)
     return float(value) if np.ndim(value) == 0 else value
@@ -190,7 +179,7 @@ def split_units(W1, W2, shares) -> tuple[np.ndarray, np.ndarray]:
     """Replace every unit by k copies (√cⱼ w^{[1]}, √cⱼ w^{[2]}), Σⱼcⱼ = 1: Φ and Θ are unchanged
     (copies of unit i are consecutive columns)."""
     W1, W2 = check_weights(W1, W2)
-    c = check_matrix(shares, "shares", ndim=1)
+    c = checks.matrix(shares, "shares", ndim=1)
     if np.any(c <= 0) or abs(c.sum() - 1) > 1e-12:
         raise ValueError("shares must be positive and sum to 1")
     root = np.sqrt(c)
@@ -212,7 +201,7 @@ def gradient_descent(X, Y, W1, W2, lam, schedule, every: int = 0) -> Run:
     faster than a torch graph."""
     X, Y, W1, W2, lam = _check_network(X, Y, W1, W2, lam)
     schedule = Schedule.of(schedule, name="schedule")
-    every = 0 if every == 0 else check_width(every, "every")
+    every = 0 if every == 0 else checks.integer(every, "every")
     batch = W1.shape[:-2]
     A = np.swapaxes(W1.reshape((-1,) + W1.shape[-2:]), -1, -2).copy()  # (S, r, n₀): rows are w_i^{[1]ᵀ}
     B = W2.reshape((-1,) + W2.shape[-2:]).copy()  # (S, n₂, r)
@@ -348,14 +337,12 @@ class DualityGapCertificate:
 def duality_gap_certificate(X, Y, Z, cost, lam) -> DualityGapCertificate:
     """The duality-gap certificate of an output Z with representation cost ``cost`` ≥ Ω(Z) (n₀ = 2)."""
     X = _check_planar(X)
-    Y = check_matrix(np.atleast_2d(Y), "Y")
-    Z = check_matrix(np.atleast_2d(Z), "Z")
+    Y = checks.matrix(np.atleast_2d(Y), "Y")
+    Z = checks.matrix(np.atleast_2d(Z), "Z")
     if Y.shape != Z.shape or Y.shape[1] != X.shape[1]:
         raise ValueError(f"Y and Z must have the same shape with {X.shape[1]} columns, got {Y.shape} and {Z.shape}")
-    lam = check_lam(lam)
-    cost = float(cost)
-    if not (np.isfinite(cost) and cost >= 0):
-        raise ValueError(f"cost must be finite and ≥ 0, got {cost!r}")
+    lam = checks.positive(lam, "lam")
+    cost = checks.nonnegative(cost, "cost")
     G = Y - Z
     P = polar(X, G)
     kappa = 1.0 if P.value <= lam else lam / P.value
@@ -441,14 +428,13 @@ def sector_reference(X, y, lam, tol: float = 1e-10, max_iter: int = 200_000, che
     """FISTA with gradient restart (O'Donoghue and Candès 2015) on the group lasso over arc cones,
     stopped when the duality gap p − d ≤ tol·p (checked every ``check_every`` iterations)."""
     X = _check_planar(X)
-    y = check_matrix(np.ravel(y), "y", ndim=1)
+    y = checks.matrix(np.ravel(y), "y", ndim=1)
     if y.shape[0] != X.shape[1]:
         raise ValueError(f"y must have {X.shape[1]} entries to match X, got {y.shape[0]}")
-    lam = check_lam(lam)
-    if not (np.isfinite(tol) and tol > 0):
-        raise ValueError(f"tol must be finite and > 0, got {tol!r}")
-    max_iter = check_width(max_iter, "max_iter")
-    check_every = check_width(check_every, "check_every")
+    lam = checks.positive(lam, "lam")
+    tol = checks.positive(tol, "tol")
+    max_iter = checks.integer(max_iter, "max_iter")
+    check_every = checks.integer(check_every, "check_every")
     start, stop, active = arcs(X)
     K, m = active.shape
     blocks = active[:, :, None] * X.T[None, :, :]  # D_S Xᵀ, (K, m, 2)
@@ -491,14 +477,14 @@ def relu_dictionary(X, n_angles: int) -> tuple[np.ndarray, np.ndarray]:
     """(angles, A): ``n_angles`` uniform angles on [0, 2π) joined with the breakpoint angles, sorted, and
     the atoms A[:, k] = ReLU(Xᵀa(θ_k)), (m, K) (n₀ = 2)."""
     X = _check_planar(X)
-    n_angles = check_width(n_angles, "n_angles")
+    n_angles = checks.integer(n_angles, "n_angles")
     angles = np.unique(np.concatenate([np.arange(n_angles) * (TWO_PI / n_angles), breakpoint_angles(X)]))
     return angles, np.maximum(direction(angles) @ X, 0.0).T
 
 
 def largest_gap(angles) -> float:
     """The largest angular distance δ between consecutive angles (cyclically)."""
-    angles = np.sort(np.mod(check_matrix(angles, "angles", ndim=1), TWO_PI))
+    angles = np.sort(np.mod(checks.matrix(angles, "angles", ndim=1), TWO_PI))
     return float(np.max(np.diff(np.append(angles, angles[0] + TWO_PI))))
 
 
@@ -533,7 +519,7 @@ def induced_regularizer(X, z, n_angles: int = 4000) -> InducedRegularizer:
     """Ω(z) of (1.47) for the ReLU pair with scalar output by the linear program
     min 1ᵀ(c⁺ + c⁻) s.t. A(c⁺ − c⁻) = z, c± ≥ 0 (HiGHS dual simplex, so the solution is a vertex)."""
     X = _check_planar(X)
-    z = check_matrix(np.ravel(z), "z", ndim=1)
+    z = checks.matrix(np.ravel(z), "z", ndim=1)
     if z.shape[0] != X.shape[1]:
         raise ValueError(f"z must have {X.shape[1]} entries to match X, got {z.shape[0]}")
     angles, A = relu_dictionary(X, n_angles)
@@ -581,7 +567,7 @@ def flat_path(X, W1, W2, units=None) -> FlatPath:
 
     β is the right singular vector of the smallest singular value of [vec φᵢ]_{i∈units} (an exact null
     vector when the units outnumber the entries of φ), signed so that s = Σβᵢθᵢ ≤ 0."""
-    X = check_matrix(X, "X")
+    X = checks.matrix(X, "X")
     W1, W2 = check_weights(W1, W2, X.shape[0])
     if W1.ndim != 2:
         raise ValueError(f"W1 must be a single network (n0, r), got shape {W1.shape}")
@@ -626,8 +612,7 @@ def escape(X, Y, W1, W2, lam, slot: int | None = None) -> Escape:
     if slot is None:
         W1, W2, slot = np.hstack([W1, np.zeros((W1.shape[0], 1))]), np.hstack([W2, np.zeros((W2.shape[0], 1))]), r
     else:
-        if isinstance(slot, bool) or not isinstance(slot, (int, np.integer)) or not 0 <= slot < r:
-            raise ValueError(f"slot must be a unit index in 0..{r - 1}, got {slot!r}")
+        slot = checks.integer(slot, "slot", minimum=0, maximum=r - 1)
         if np.any(W1[:, slot] != 0) or np.any(W2[:, slot] != 0):
             raise ValueError(f"slot {slot} must be a zero unit")
         W1, W2 = W1.copy(), W2.copy()
@@ -668,8 +653,8 @@ def meta_algorithm(X, Y, W1, W2, lam, schedule, escape_schedule, *, accuracy: fl
     X, Y, W1, W2, lam = _check_network(X, Y, W1, W2, lam)
     if W1.ndim != 3:
         raise ValueError(f"W1 must be a batch of networks (S, n0, r), got shape {W1.shape}")
-    accuracy = check_number(accuracy, "accuracy", "a finite number > 0", lambda x: x > 0)
-    rounds = check_width(rounds, "rounds")
+    accuracy = checks.positive(accuracy, "accuracy")
+    rounds = checks.integer(rounds, "rounds")
     run = gradient_descent(X, Y, W1, W2, lam, schedule)
     W1, W2 = run.final["W1"].copy(), run.final["W2"].copy()
     escapes = np.zeros(W1.shape[0], dtype=int)
@@ -725,7 +710,7 @@ def non_increasing_path(X, Y, W1, W2, lam, cycle_schedule, final_schedule, cycle
     X, Y, W1, W2, lam = _check_network(X, Y, W1, W2, lam)
     if W1.ndim != 2:
         raise ValueError(f"W1 must be a single network (n0, r), got shape {W1.shape}")
-    cycles, points = check_width(cycles, "cycles"), check_width(points, "points")
+    cycles, points = checks.integer(cycles, "cycles"), checks.integer(points, "points")
     segments: list[Segment] = []
     for _ in range(cycles):
         theta = unit_regularizers(W1, W2)

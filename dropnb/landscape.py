@@ -30,25 +30,25 @@ from typing import Callable
 import numpy as np
 from scipy.optimize import least_squares
 
+from . import checks
 from .equalizer import equalizer
-from .linear import check_matrix, check_network, check_rate, check_symmetric
-from .masks import check_width
+from .linear import check_network
 
 
 def _check_tied(M, U, lam) -> tuple[np.ndarray, np.ndarray, float]:
-    M, U = check_symmetric(M, "M"), check_matrix(U, "U")
+    M, U = checks.symmetric(M, "M"), checks.matrix(U, "U")
     if U.shape[0] != M.shape[0]:
         raise ValueError(f"U must have {M.shape[0]} rows to match M {M.shape}, got {U.shape}")
-    return M, U, check_rate(lam)
+    return M, U, checks.nonnegative(lam, "lam")
 
 
 def _check_untied(M, U, V, lam) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     M, U, V, _ = check_network(M, U, V)
-    return M, U, V, check_rate(lam)
+    return M, U, V, checks.nonnegative(lam, "lam")
 
 
 def _check_direction(D, name: str, shape: tuple[int, int]) -> np.ndarray:
-    D = check_matrix(D, name)
+    D = checks.matrix(D, name)
     if D.shape != shape:
         raise ValueError(f"{name} must have shape {shape}, got {D.shape}")
     return D
@@ -155,7 +155,7 @@ def equalized_critical_points(M, width: int, lam: float) -> list[CriticalPoint]:
     from |E| = r′ ≤ r eigenvectors of the symmetric positive semidefinite M, where
     σ² = λ_E − λ Σ_{j∈E} λⱼ / (r + λr′) > 0 and Q equalizes (Mianjy et al. 2018, Lemma D.3).
     Ordered by |E|, then lexicographically; E = ∅ gives U = 0."""
-    M, r, lam = check_symmetric(M, "M"), check_width(width), check_rate(lam)
+    M, r, lam = checks.symmetric(M, "M"), checks.integer(width, "width"), checks.nonnegative(lam, "lam")
     values, vectors = np.linalg.eigh((M + M.T) / 2)
     values, vectors = values[::-1], vectors[:, ::-1]
     if values[-1] < -1e-12 * np.abs(values).max():
@@ -177,9 +177,8 @@ def critical_point_search(gradient: Callable[[np.ndarray], np.ndarray], hessian:
                           starts, gtol: float) -> list[np.ndarray]:
     """Solve ∇f(x) = 0 from each row of ``starts`` by Levenberg–Marquardt (scipy ``least_squares``
     with the Hessian as the Jacobian of the gradient); keep the end points with ‖∇f‖ ≤ ``gtol``."""
-    starts = check_matrix(starts, "starts")
-    if not (np.isfinite(gtol) and gtol > 0):
-        raise ValueError(f"gtol must be a positive number, got {gtol!r}")
+    starts = checks.matrix(starts, "starts")
+    gtol = checks.positive(gtol, "gtol")
     found = []
     for x0 in starts:
         result = least_squares(gradient, x0, jac=hessian, method="lm", xtol=1e-15, ftol=1e-15, gtol=1e-15,

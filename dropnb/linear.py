@@ -20,37 +20,20 @@ from typing import Callable
 import numpy as np
 import torch
 
-from .masks import MaskDistribution, check_number, check_retain, check_width
+from . import checks
+from .masks import MaskDistribution
 from .stats import StreamingMean, chunk_sizes, streaming_mean
 
 _CHUNK = 65536
 
 
-def check_matrix(value, name: str, ndim: int = 2) -> np.ndarray:
-    """``value`` as a finite float64 array with ``ndim`` dimensions; ValueError naming ``name`` otherwise."""
-    array = np.asarray(value, dtype=np.float64)
-    if array.ndim != ndim:
-        raise ValueError(f"{name} must be a {ndim}-d array, got shape {array.shape}")
-    if not np.all(np.isfinite(array)):
-        raise ValueError(f"{name} must be finite")
-    return array
-
-
-def check_symmetric(value, name: str) -> np.ndarray:
-    """``value`` as a finite, square, symmetric float64 matrix (‖A − Aᵀ‖_F ≤ 10⁻¹²‖A‖_F); ValueError naming ``name`` otherwise."""
-    A = check_matrix(value, name)
-    if A.shape[0] != A.shape[1] or np.linalg.norm(A - A.T) > 1e-12 * np.linalg.norm(A):
-        raise ValueError(f"{name} must be a symmetric square matrix, got shape {A.shape}")
-    return A
-
-
 def check_factors(U, V, S=None):
     """Validate the factors and the input second moment; return float64 (U, V, S), S = I if omitted."""
-    U, V = check_matrix(U, "U"), check_matrix(V, "V")
+    U, V = checks.matrix(U, "U"), checks.matrix(V, "V")
     if U.shape[1] != V.shape[1]:
         raise ValueError(f"U and V must have the same number of columns (width r), got {U.shape} and {V.shape}")
     d2 = V.shape[0]
-    S = np.eye(d2) if S is None else check_matrix(S, "S")
+    S = np.eye(d2) if S is None else checks.matrix(S, "S")
     if S.shape != (d2, d2):
         raise ValueError(f"S must be {d2}×{d2} to match V {V.shape}, got {S.shape}")
     if not np.allclose(S, S.T, rtol=0, atol=1e-12 * max(1.0, np.abs(S).max())):
@@ -60,7 +43,7 @@ def check_factors(U, V, S=None):
 
 def check_network(M, U, V, S=None):
     """Validate shapes and values; return float64 arrays (M, U, V, S) with S = I if omitted."""
-    M = check_matrix(M, "M")
+    M = checks.matrix(M, "M")
     U, V, S = check_factors(U, V, S)
     if U.shape[0] != M.shape[0]:
         raise ValueError(f"U must have {M.shape[0]} rows to match M {M.shape}, got {U.shape}")
@@ -98,14 +81,9 @@ def bernoulli_regularizer(U, V, retain: float, S=None) -> float:
     return float(lam * np.sum(np.sum(U**2, axis=0) * np.einsum("ki,kl,li->i", V, S, V)))
 
 
-def check_rate(lam: float) -> float:
-    """The regularization weight λ = (1 − θ)/θ as a float; ValueError unless finite and ≥ 0."""
-    return check_number(lam, "lam", "a finite number ≥ 0", lambda x: x >= 0)
-
-
 def dropout_lambda(retain: float) -> float:
     """λ = (1 − θ)/θ for the retain probability θ ∈ (0, 1]."""
-    theta = check_retain(retain)
+    theta = checks.probability(retain, "retain")
     return (1 - theta) / theta
 
 
@@ -139,7 +117,7 @@ def enumerated_objective(M, U, V, mask: MaskDistribution, S=None) -> float:
 def sampled_losses(M, U, V, x, b, mean) -> np.ndarray:
     """Per-sample dropout losses ‖Mxₙ − U diag(bₙ/μ) Vᵀ xₙ‖², for inputs x (n, d₂) and masks b (n, r)."""
     M, U, V, _ = check_network(M, U, V)
-    x, b = check_matrix(x, "x"), check_matrix(b, "b")
+    x, b = checks.matrix(x, "x"), checks.matrix(b, "b")
     mean = np.asarray(mean, dtype=np.float64)
     if x.shape[1] != M.shape[1] or b.shape != (x.shape[0], U.shape[1]):
         raise ValueError(f"x must be (n, {M.shape[1]}) and b (n, {U.shape[1]}), got {x.shape} and {b.shape}")
@@ -180,7 +158,7 @@ def algorithm1_directions(U, V, x, y, b, mean) -> tuple[np.ndarray, np.ndarray]:
     with e = U diag(b/μ) Vᵀx − y and h = b ⊙ Vᵀx, the direction for U is e hᵀ and for V is
     x (b ⊙ Uᵀe)ᵀ. Shapes (n, d₁, r) and (n, d₂, r).
     """
-    U, V, x, y, b = (check_matrix(a, n) for a, n in ((U, "U"), (V, "V"), (x, "x"), (y, "y"), (b, "b")))
+    U, V, x, y, b = (checks.matrix(a, n) for a, n in ((U, "U"), (V, "V"), (x, "x"), (y, "y"), (b, "b")))
     mean = np.asarray(mean, dtype=np.float64)
     if x.shape[1] != V.shape[0] or y.shape != (x.shape[0], U.shape[0]) or b.shape != (x.shape[0], U.shape[1]):
         raise ValueError(f"x, y, b must be (n, {V.shape[0]}), (n, {U.shape[0]}), (n, {U.shape[1]}); "
@@ -207,15 +185,15 @@ def flat_objective(M, width: int, lam: float, tied: bool = False, mask: MaskDist
     Given a ``mask`` (then ``lam`` is ignored and may be None) and an input second moment ``S``,
     it is the general objective tr((M − UVᵀ)S(M − UVᵀ)ᵀ) + ⟨C̄, UᵀU ⊙ VᵀSV⟩ instead.
     Returns (objective, unpack) where unpack(x) gives the numpy factors (U, V) (V = U if tied)."""
-    M = check_matrix(M, "M")
+    M = checks.matrix(M, "M")
     if tied and M.shape[0] != M.shape[1]:
         raise ValueError(f"M must be square for the tied problem, got shape {M.shape}")
     if tied and (mask is not None or S is not None):
         raise ValueError("the tied problem takes neither a mask nor S")
-    (d1, d2), r = M.shape, check_width(width)
-    cbar = check_rate(lam) * np.eye(r) if mask is None else _check_mask(mask, r).characteristic
+    (d1, d2), r = M.shape, checks.integer(width, "width")
+    cbar = checks.nonnegative(lam, "lam") * np.eye(r) if mask is None else _check_mask(mask, r).characteristic
     if S is not None:
-        S = check_matrix(S, "S")
+        S = checks.matrix(S, "S")
         if S.shape != (d2, d2):
             raise ValueError(f"S must be ({d2}, {d2}) to match M, got {S.shape}")
     M_t, cbar_t = torch.tensor(M), torch.tensor(cbar)

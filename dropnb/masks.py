@@ -20,39 +20,14 @@ from abc import ABC, abstractmethod
 import numpy as np
 import torch
 
+from . import checks
+
 MAX_ENUMERATION = 2**16
-
-
-def check_width(width: int, name: str = "width") -> int:
-    """A positive integer (a width, a block size) as an int; ValueError naming ``name`` otherwise."""
-    if isinstance(width, bool) or not isinstance(width, (int, np.integer)) or width < 1:
-        raise ValueError(f"{name} must be a positive integer, got {width!r}")
-    return int(width)
-
-
-def check_number(value, name: str, requirement: str = "a finite number", accept=lambda x: True) -> float:
-    """``value`` as a finite float for which ``accept`` holds; otherwise ValueError
-    "<name> must be <requirement>" (booleans and non-numbers are refused)."""
-    if not isinstance(value, bool):
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            number = math.nan
-        if math.isfinite(number) and accept(number):
-            return number
-    raise ValueError(f"{name} must be {requirement}, got {value!r}")
-
-
-def check_retain(retain: float) -> float:
-    """The retain probability θ as a float; ValueError unless θ ∈ (0, 1]."""
-    return check_number(retain, "retain", "a probability in (0, 1]", lambda x: 0 < x <= 1)
 
 
 def _batch_shape(shape: int | tuple[int, ...]) -> tuple[int, ...]:
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    if any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 for n in shape):
-        raise ValueError(f"shape must be non-negative integers, got {shape!r}")
-    return tuple(int(n) for n in shape)
+    return tuple(checks.integer(n, "shape", minimum=0) for n in shape)
 
 
 class MaskDistribution(ABC):
@@ -113,8 +88,8 @@ class Bernoulli(MaskDistribution):
     """Independent bᵢ ~ Bernoulli(θ): μ = θ𝟙, E[bbᵀ] = θ²𝟙𝟙ᵀ + θ(1 − θ)I, C̄ = λI."""
 
     def __init__(self, width: int, retain: float):
-        self.width = check_width(width)
-        self.retain = check_retain(retain)
+        self.width = checks.integer(width, "width")
+        self.retain = checks.probability(retain, "retain")
 
     def __repr__(self) -> str:
         return f"Bernoulli(width={self.width}, retain={self.retain})"
@@ -151,8 +126,8 @@ class Blocks(MaskDistribution):
     probability θ independently, so b = w ⊗ 𝟙ₛ with wⱼ ~ Bernoulli(θ) and C̄ = λ (Iₖ ⊗ 𝟙ₛ𝟙ₛᵀ)."""
 
     def __init__(self, width: int, block_size: int, retain: float):
-        self.width = check_width(width)
-        self.block_size = check_width(block_size, "block_size")
+        self.width = checks.integer(width, "width")
+        self.block_size = checks.integer(block_size, "block_size")
         if self.width % self.block_size:
             raise ValueError(f"block_size must divide width, got width {width} and block_size {block_size}")
         self.blocks = Bernoulli(self.width // self.block_size, retain)
@@ -238,8 +213,8 @@ EXPANSIONS = ("keep", "drop")
 
 
 def _check_window(window: int) -> int:
-    if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1 or window % 2 == 0:
-        raise ValueError(f"window must be an odd positive integer, got {window!r}")
+    if checks.integer(window, "window") % 2 == 0:
+        raise checks.error("window", "an odd positive integer", window)
     return int(window)
 
 
@@ -251,18 +226,9 @@ def _check_expansion(expansion: str) -> str:
 
 def _check_seed_probability(seed_probability: float, expansion: str) -> float:
     # keep: a seed probability 0 keeps nothing; drop: 1 drops everything. Either makes μ = 0.
-    interval = "(0, 1]" if expansion == "keep" else "[0, 1)"
-    message = (f"seed_probability must be a probability in {interval} for expansion {expansion!r}, "
-               f"got {seed_probability!r}")
-    if isinstance(seed_probability, bool):
-        raise ValueError(message)
-    try:
-        value = float(seed_probability)
-    except (TypeError, ValueError):
-        raise ValueError(message) from None
-    if not (0 < value <= 1 if expansion == "keep" else 0 <= value < 1):
-        raise ValueError(message)
-    return value
+    keep = expansion == "keep"
+    return checks.number(seed_probability, "seed_probability", minimum=0, maximum=1,
+                         open_minimum=keep, open_maximum=not keep)
 
 
 def sliding_window_retain(seed_probability: float, window: int, expansion: str) -> float:
@@ -286,7 +252,7 @@ def sliding_window_seed_probability(retain: float, window: int, expansion: str) 
     """The seed probability that makes the marginal retain probability θ (inverse of
     :func:`sliding_window_retain`): θ' = 1 − (1 − θ)^{1/n} (keep), γ = 1 − θ^{1/n} (drop).
     E.g. θ = 0.5 gives θ' ≈ 0.2063 for n = 3 and ≈ 0.1294 for n = 5."""
-    return 1.0 - _inactive_seed_probability(check_retain(retain), _check_window(window), _check_expansion(expansion))
+    return 1.0 - _inactive_seed_probability(checks.probability(retain, "retain"), _check_window(window), _check_expansion(expansion))
 
 
 def _inactive_seed_probability(retain: float, window: int, expansion: str) -> float:
@@ -327,7 +293,7 @@ class SlidingWindow(MaskDistribution):
     """
 
     def __init__(self, width: int, window: int, retain: float, expansion: str):
-        self._set(width, window, expansion, check_retain(retain), None)
+        self._set(width, window, expansion, checks.probability(retain, "retain"), None)
 
     @classmethod
     def from_seed_probability(cls, width: int, window: int, seed_probability: float,
@@ -342,7 +308,7 @@ class SlidingWindow(MaskDistribution):
         return mask
 
     def _set(self, width, window, expansion, retain, inactive):
-        self.width = check_width(width)
+        self.width = checks.integer(width, "width")
         self.window = _check_window(window)
         self.expansion = _check_expansion(expansion)
         self.retain = retain

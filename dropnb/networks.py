@@ -32,10 +32,9 @@ import numpy as np
 import torch
 from scipy.linalg import cho_factor, cho_solve, solve_triangular
 
+from . import checks
 from .deep import check_layers
 from .landscape import assembled_hessian
-from .linear import check_matrix, check_symmetric
-from .masks import check_width
 
 Moments = tuple[np.ndarray, np.ndarray, np.ndarray]
 
@@ -45,7 +44,7 @@ def check_moments(moments) -> Moments:
     Σxy of shape (n₀, n₂); ValueError naming the offending matrix otherwise."""
     if not isinstance(moments, (tuple, list)) or len(moments) != 3:
         raise ValueError("moments must be a (Sxx, Sxy, Syy) triple")
-    Sxx, Sxy, Syy = check_symmetric(moments[0], "Sxx"), check_matrix(moments[1], "Sxy"), check_symmetric(moments[2], "Syy")
+    Sxx, Sxy, Syy = checks.symmetric(moments[0], "Sxx"), checks.matrix(moments[1], "Sxy"), checks.symmetric(moments[2], "Syy")
     if Sxy.shape != (Sxx.shape[0], Syy.shape[0]):
         raise ValueError(f"Sxy must have shape {(Sxx.shape[0], Syy.shape[0])} to match Sxx and Syy, got {Sxy.shape}")
     return Sxx, Sxy, Syy
@@ -61,7 +60,7 @@ def _cholesky(Sxx: np.ndarray) -> tuple[np.ndarray, bool]:
 
 def _check_factors(moments, U, V) -> tuple[Moments, np.ndarray, np.ndarray]:
     moments = check_moments(moments)
-    U, V = check_matrix(U, "U"), check_matrix(V, "V")
+    U, V = checks.matrix(U, "U"), checks.matrix(V, "V")
     (n0, n2), n1 = moments[1].shape, U.shape[1]
     if U.shape != (n2, n1):
         raise ValueError(f"U must have {n2} rows to match Syy, got shape {U.shape}")
@@ -73,7 +72,7 @@ def _check_factors(moments, U, V) -> tuple[Moments, np.ndarray, np.ndarray]:
 def moments(X, Y) -> Moments:
     """The empirical uncentred second moments ((1/m)XXᵀ, (1/m)XYᵀ, (1/m)YYᵀ) of column samples
     X (n₀×m) and Y (n₂×m)."""
-    X, Y = check_matrix(X, "X"), check_matrix(Y, "Y")
+    X, Y = checks.matrix(X, "X"), checks.matrix(Y, "Y")
     if X.shape[1] != Y.shape[1] or X.shape[1] == 0:
         raise ValueError(f"X and Y must hold the same positive number of columns, got {X.shape} and {Y.shape}")
     m = X.shape[1]
@@ -136,10 +135,10 @@ def shallow_critical_points(moments, width: int, C=None) -> list[LinearCriticalP
     Then UVᵀ = P_J ΣyxΣxx⁻¹ with P_J = Q_JQ_Jᵀ and both gradients vanish. Requires Σxx ≻ 0,
     width ≤ min(n₀, n₂) and C invertible of shape (width, width)."""
     Sxx, Sxy, Syy = check_moments(moments)
-    n1, (n0, n2) = check_width(width), Sxy.shape
+    n1, (n0, n2) = checks.integer(width, "width"), Sxy.shape
     if n1 > min(n0, n2):
         raise ValueError(f"width must be at most min(n0, n2) = {min(n0, n2)}, got {n1}")
-    C = np.eye(n1) if C is None else check_matrix(C, "C")
+    C = np.eye(n1) if C is None else checks.matrix(C, "C")
     if C.shape != (n1, n1) or np.linalg.matrix_rank(C) < n1:
         raise ValueError(f"C must be an invertible {n1}×{n1} matrix, got shape {C.shape}")
     _, Q = key_matrix((Sxx, Sxy, Syy))
@@ -182,7 +181,7 @@ def deep_flat_risk(moments, sizes):
     W_l of shape (sizes[l], sizes[l−1]), for the optimizers of :mod:`dropnb.optimize`.
     Returns (objective, unpack) where unpack(x) gives the numpy layers [W₁, …, W_L]."""
     Sxx, Sxy, Syy = check_moments(moments)
-    sizes = [check_width(n, f"sizes[{i}]") for i, n in enumerate(sizes)]
+    sizes = [checks.integer(n, f"sizes[{i}]") for i, n in enumerate(sizes)]
     if len(sizes) < 3 or sizes[0] != Sxy.shape[0] or sizes[-1] != Sxy.shape[1]:
         raise ValueError(f"sizes must be (n0, n1, …, nL) with L ≥ 2, n0 = {Sxy.shape[0]} and nL = {Sxy.shape[1]}, "
                          f"got {tuple(sizes)}")
@@ -209,7 +208,7 @@ def planted_moments(n0: int, eigenvalues, rng: np.random.Generator) -> Moments:
     with W ∈ ℝ^{n₀×n₂} orthonormal, and Σyy = Σ + I, so that the joint second moment is positive
     definite (its Schur complement Σyy − Σ is I). Requires n₀ ≥ n₂."""
     values = np.asarray(eigenvalues, dtype=np.float64)
-    n0 = check_width(n0, "n0")
+    n0 = checks.integer(n0, "n0")
     if values.ndim != 1 or values.size == 0 or not np.all(np.isfinite(values)) or np.any(values <= 0):
         raise ValueError(f"eigenvalues must be a non-empty 1-d array of positive numbers, got {eigenvalues!r}")
     if values.size > n0:
@@ -230,12 +229,11 @@ def balanced_scalar_steps(depth: int, scales, step: float, sxx: float, syx: floa
     started at the balanced point w_l = s to reach w ≥ ``level``, for every s in ``scales``.
     Balance is kept by the iteration, which is w ← w + 2η(σyx − σxx w^L)w^{L−1}; the risk drops
     while w^L < σyx/σxx, so ``level`` must lie in (max s, (σyx/σxx)^{1/L})."""
-    depth = check_width(depth, "depth")
+    depth = checks.integer(depth, "depth")
     s = np.asarray(scales, dtype=np.float64)
     if s.ndim != 1 or s.size == 0 or not np.all((s > 0) & np.isfinite(s)):
         raise ValueError(f"scales must be a non-empty 1-d array of positive numbers, got {scales!r}")
-    if not (np.isfinite(step) and step > 0 and sxx > 0 and syx > 0):
-        raise ValueError(f"step, sxx and syx must be positive, got {step!r}, {sxx!r}, {syx!r}")
+    step, sxx, syx = checks.positive(step, "step"), checks.positive(sxx, "sxx"), checks.positive(syx, "syx")
     if not (s.max() < level < (syx / sxx) ** (1 / depth)):
         raise ValueError(f"level must lie in (max(scales), (syx/sxx)^(1/depth)), got {level!r}")
     w, steps = s.copy(), np.zeros(s.size, dtype=np.int64)

@@ -31,6 +31,7 @@ import jupytext
 import nbformat
 import papermill
 
+from . import checks
 from .claims import CLAIMS_DIR_VARIABLE, load_records
 from .config import PROFILES, book_root, resolve_profile
 from .threads import thread_environment
@@ -155,8 +156,7 @@ def run_job(job: Job) -> Outcome:
 def run_jobs(jobs: list[Job], parallel: int = 1) -> Iterator[Outcome]:
     """Run ``jobs``, ``parallel`` at a time; yield the outcomes in the order of ``jobs``, each as soon as
     it and those before it are done."""
-    if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
-        raise ValueError(f"parallel must be a positive integer, got {parallel!r}")
+    parallel = checks.integer(parallel, "parallel")
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         yield from pool.map(run_job, jobs)
 

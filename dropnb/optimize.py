@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from scipy.optimize import minimize as scipy_minimize
 
+from . import checks
 from .claims import UNIT_ROUNDOFF
 
 Objective = Callable[[torch.Tensor], torch.Tensor]
@@ -46,8 +47,7 @@ def hessian(fun: Objective, x: np.ndarray) -> np.ndarray:
 def curve_second_derivative(fun: Objective, curve: Callable[[torch.Tensor], torch.Tensor], t: float = 0.0) -> float:
     """g''(t) for g(t) = f(x(t)), by autograd (exact up to roundoff): the curvature of ``fun`` along
     the twice differentiable curve ``curve``, which maps a scalar tensor t to a flat vector x(t)."""
-    if not np.isfinite(t):
-        raise ValueError(f"t must be finite, got {t!r}")
+    t = checks.number(t, "t")
     s = torch.tensor(float(t), dtype=torch.float64, requires_grad=True)
     (first,) = torch.autograd.grad(fun(curve(s)), s, create_graph=True)
     (second,) = torch.autograd.grad(first, s)
@@ -118,8 +118,7 @@ def lbfgs(fun: Objective, x0: np.ndarray, gtol: float = 1e-10, max_iter: int = 2
     x0 = np.asarray(x0, dtype=np.float64).ravel()
     if not np.all(np.isfinite(x0)):
         raise ValueError("x0 must be finite")
-    if not (np.isfinite(gtol) and gtol > 0):
-        raise ValueError(f"gtol must be a positive number, got {gtol!r}")
+    gtol = checks.positive(gtol, "gtol")
     result = scipy_minimize(lambda x: value_and_gradient(fun, x), x0, jac=True, method="L-BFGS-B",
                             options=dict(gtol=gtol, ftol=0.0, maxiter=max_iter, maxfun=2 * max_iter, maxcor=30))
     return result.x

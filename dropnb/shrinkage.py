@@ -19,14 +19,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import checks
 from .equalizer import equalizer
-from .linear import check_matrix, check_rate
-from .masks import check_width
 
 
 def check_spectrum(spectrum) -> np.ndarray:
     """A 1-d, finite, non-negative, non-increasing float64 array (singular values or eigenvalues)."""
-    s = check_matrix(spectrum, "spectrum", ndim=1)
+    s = checks.matrix(spectrum, "spectrum", ndim=1)
     if np.any(s < 0) or np.any(np.diff(s) > 0):
         raise ValueError("spectrum must be non-negative and sorted non-increasingly")
     return s
@@ -38,14 +37,14 @@ def _padded(s: np.ndarray, width: int) -> np.ndarray:
 
 def thresholds(spectrum, width: int, lam: float) -> np.ndarray:
     """τⱼ = λ hⱼ / (r + λj) for j = 1, …, r, with hⱼ = σ₁ + … + σⱼ (σ zero-padded to length r)."""
-    s, r, lam = check_spectrum(spectrum), check_width(width), check_rate(lam)
+    s, r, lam = check_spectrum(spectrum), checks.integer(width, "width"), checks.nonnegative(lam, "lam")
     j = np.arange(1, r + 1)
     return lam * np.cumsum(_padded(s, r)[:r]) / (r + lam * j)
 
 
 def support(spectrum, width: int, lam: float) -> tuple[int, float]:
     """(ρ, τ): the largest j ≤ r with σⱼ > τⱼ (0 if none) and the shrinkage τ = τ_ρ (0 if ρ = 0)."""
-    s, r = check_spectrum(spectrum), check_width(width)
+    s, r = check_spectrum(spectrum), checks.integer(width, "width")
     tau = thresholds(s, r, lam)
     feasible = np.flatnonzero(_padded(s, r)[:r] > tau)
     if feasible.size == 0:
@@ -59,7 +58,7 @@ def breakpoints(spectrum, width: int) -> np.ndarray:
 
     Cⱼ = ∞ when the denominator vanishes and σⱼ > 0, and 0 when σⱼ = 0 (never active).
     """
-    s, r = check_spectrum(spectrum), check_width(width)
+    s, r = check_spectrum(spectrum), checks.integer(width, "width")
     padded = _padded(s, r)[:r]
     excess = np.cumsum(padded) - np.arange(1, r + 1) * padded
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -69,7 +68,7 @@ def breakpoints(spectrum, width: int) -> np.ndarray:
 
 def optimal_value(spectrum, width: int, lam: float) -> float:
     """f* = Σ_{i > ρ} σᵢ² + λ h_ρ²/(r + λρ): the minimum of the dropout objective."""
-    s, r, lam = check_spectrum(spectrum), check_width(width), check_rate(lam)
+    s, r, lam = check_spectrum(spectrum), checks.integer(width, "width"), checks.nonnegative(lam, "lam")
     rho, _ = support(s, r, lam)
     head = s[:rho].sum()
     return float(np.sum(s[rho:] ** 2) + lam * head**2 / (r + lam * rho))
@@ -105,7 +104,7 @@ def _optimum(W: np.ndarray, s: np.ndarray, Y: np.ndarray, width: int, lam: float
 def global_optimum(M, width: int, lam: float) -> Optimum:
     """The global optimum of ‖M − UVᵀ‖²_F + λ Σᵢ‖uᵢ‖²‖vᵢ‖² over width-r factors (Theorem 3.6,
     Algorithm 3 corrected). Cost: one SVD of M, a Gram matrix and one equalizer, O(r⁴)."""
-    M, r, lam = check_matrix(M, "M"), check_width(width), check_rate(lam)
+    M, r, lam = checks.matrix(M, "M"), checks.integer(width, "width"), checks.nonnegative(lam, "lam")
     W, s, Yt = np.linalg.svd(M, full_matrices=False)
     return _optimum(W, s, Yt.T, r, lam)
 
@@ -113,7 +112,7 @@ def global_optimum(M, width: int, lam: float) -> Optimum:
 def tied_optimum(M, width: int, lam: float) -> Optimum:
     """The global optimum of ‖M − UUᵀ‖²_F + λ Σᵢ‖uᵢ‖⁴ for symmetric positive semidefinite M
     (Theorem 2.4, with the rank-r truncation): UUᵀ = Σ_{i ≤ ρ}(λᵢ − τ) wᵢwᵢᵀ, ‖uᵢ‖² = h_ρ/(r + λρ)."""
-    M, r, lam = check_matrix(M, "M"), check_width(width), check_rate(lam)
+    M, r, lam = checks.matrix(M, "M"), checks.integer(width, "width"), checks.nonnegative(lam, "lam")
     if M.shape[0] != M.shape[1] or not np.allclose(M, M.T, rtol=0, atol=1e-12 * max(1.0, np.abs(M).max())):
         raise ValueError(f"M must be a symmetric square matrix for the tied problem, got shape {M.shape}")
     values, vectors = np.linalg.eigh((M + M.T) / 2)

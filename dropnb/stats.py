@@ -7,6 +7,8 @@ from typing import Iterable
 
 import numpy as np
 
+from . import checks
+
 
 class StreamingMean:
     """Entrywise mean and standard error of i.i.d. samples added in chunks (Chan's update).
@@ -57,16 +59,15 @@ def streaming_mean(chunks: Iterable) -> StreamingMean:
 
 def chunk_sizes(total: int, chunk: int = 2**16) -> list[int]:
     """Split ``total`` samples into chunks of at most ``chunk``."""
-    if total < 1 or chunk < 1:
-        raise ValueError(f"total and chunk must be positive, got {total} and {chunk}")
+    total, chunk = checks.integer(total, "total"), checks.integer(chunk, "chunk")
     return [min(chunk, total - start) for start in range(0, total, chunk)]
 
 
 def simultaneous_z(count: int, level: float = 1e-6) -> float:
     """Two-sided normal critical value for ``count`` z-scores at family-wise error ``level``
     (Bonferroni): Φ⁻¹(1 − level/(2·count))."""
-    if count < 1 or not 0 < level < 1:
-        raise ValueError(f"count must be ≥ 1 and level in (0, 1), got {count} and {level}")
+    count = checks.integer(count, "count")
+    level = checks.number(level, "level", minimum=0, maximum=1, open_minimum=True, open_maximum=True)
     return NormalDist().inv_cdf(1 - level / (2 * count))
 
 

@@ -35,13 +35,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .linear import check_factors, check_matrix, check_rate, dropout_lambda
-from .masks import check_width
+from . import checks
+from .linear import check_factors, dropout_lambda
 
 
 def _check_vector(values, name: str, descending: bool = False) -> np.ndarray:
     """A non-empty, finite, non-negative float64 vector (non-increasing if ``descending``)."""
-    v = check_matrix(values, name, ndim=1)
+    v = checks.matrix(values, name, ndim=1)
     if v.size == 0:
         raise ValueError(f"{name} must have at least one entry")
     if np.any(v < 0):
@@ -51,17 +51,9 @@ def _check_vector(values, name: str, descending: bool = False) -> np.ndarray:
     return v
 
 
-def _check_lam_bar(lam_bar: float) -> float:
-    """λ̄ as a float; ValueError naming ``lam_bar`` unless finite and ≥ 0."""
-    try:
-        return check_rate(lam_bar)
-    except ValueError:
-        raise ValueError(f"lam_bar must be a finite number ≥ 0, got {lam_bar!r}") from None
-
-
 def _check_blocks(width: int, block_size: int) -> int:
     """The block size s as an int; ValueError unless it is a positive integer dividing the width r."""
-    s = check_width(block_size, "block_size")
+    s = checks.integer(block_size, "block_size")
     if width % s:
         raise ValueError(f"block_size must divide the width, got width {width} and block_size {block_size}")
     return s
@@ -74,7 +66,7 @@ def _root(S, size: int) -> np.ndarray:
     (≈ 1e-8 λ_max^{1/2}) would otherwise give a singular S a spurious full-rank root."""
     if S is None:
         return np.eye(size)
-    S = check_matrix(S, "S")
+    S = checks.matrix(S, "S")
     if S.shape != (size, size):
         raise ValueError(f"S must be {size}×{size}, got {S.shape}")
     scale = max(1.0, np.abs(S).max())
@@ -102,7 +94,7 @@ def ksupport_candidates(a, s: int) -> tuple[np.ndarray, np.ndarray]:
     """For ρ = 1..s: the value Σ_{i<ρ} aᵢ² + Tᵨ²/(s − ρ + 1) of the paper's formula (11) and
     whether ρ is feasible, a_{ρ−1} > Tᵨ/(s − ρ + 1) (a sorted non-increasingly, zero-padded to
     length s, Tᵨ = Σ_{i≥ρ} aᵢ, a₀ = +∞; ρ = 1 is always feasible)."""
-    a, s = _check_vector(a, "a"), check_width(s, "s")
+    a, s = _check_vector(a, "a"), checks.integer(s, "s")
     a = np.concatenate([np.sort(a)[::-1], np.zeros(max(0, s - len(a)))])
     tails = np.cumsum(a[::-1])[::-1][:s]
     heads = np.concatenate([[0.0], np.cumsum(a[: s - 1] ** 2)])
@@ -126,7 +118,7 @@ def ksupport_squared(a, s: int) -> float:
 
 def spectral_ksupport_squared(A, s: int) -> float:
     """‖A‖²_(s) = ‖σ(A)‖²_(s) on the singular values σ(A) of a matrix A."""
-    A = check_matrix(A, "A")
+    A = checks.matrix(A, "A")
     if A.size == 0:
         raise ValueError(f"A must be non-empty, got shape {A.shape}")
     return ksupport_squared(np.linalg.svd(A, compute_uv=False), s)
@@ -140,7 +132,7 @@ def ksupport_variational(a, s: int) -> float:
     bisection on Σ tᵢ = s until τ's bracket is two adjacent doubles; τ is its upper end, where
     Σ tᵢ ≤ s.
     """
-    a, s = _check_vector(a, "a"), check_width(s, "s")
+    a, s = _check_vector(a, "a"), checks.integer(s, "s")
     a = a[a > 0]
     if len(a) <= s:
         return float(np.sum(a**2))
@@ -153,7 +145,7 @@ def convex_objective(m, a, s: int, lam_bar: float) -> float:
     m, a = _check_vector(m, "m"), _check_vector(a, "a")
     if a.shape != m.shape:
         raise ValueError(f"a must have the shape of m {m.shape}, got {a.shape}")
-    return float(np.sum((m - a) ** 2) + _check_lam_bar(lam_bar) * ksupport_squared(a, s))
+    return float(np.sum((m - a) ** 2) + checks.nonnegative(lam_bar, "lam_bar") * ksupport_squared(a, s))
 
 
 def prox(m, s: int, lam_bar: float) -> tuple[np.ndarray, float]:
@@ -165,7 +157,7 @@ def prox(m, s: int, lam_bar: float) -> tuple[np.ndarray, float]:
     it is two adjacent doubles; u is its lower end, where Σ tᵢ ≤ s). With at most s non-zero mᵢ,
     t = 𝟙 (ridge: a = m/(1 + λ̄)); with λ̄ = 0, a = m and the value is 0.
     """
-    m, s, lam_bar = _check_vector(m, "m"), check_width(s, "s"), _check_lam_bar(lam_bar)
+    m, s, lam_bar = _check_vector(m, "m"), checks.integer(s, "s"), checks.nonnegative(lam_bar, "lam_bar")
     if lam_bar == 0:
         return m.copy(), 0.0
     positive = m[m > 0]
@@ -184,7 +176,7 @@ def closed_form_candidates(m, s: int, lam_bar: float) -> list[tuple[int, int, np
     aᵢ = mᵢ/(1 + λ̄) for i < ρ and i ≤ ℓ (ridge head), aᵢ = (mᵢ − λ̄S/c)₊ for ρ ≤ i ≤ ℓ (soft-
     thresholded tail), aᵢ = 0 for i > ℓ, with S = Σ_{i=ρ}^{ℓ} mᵢ and c = (s − ρ + 1) + λ̄(ℓ − ρ + 1).
     """
-    m, s, lam_bar = _check_vector(m, "m", descending=True), check_width(s, "s"), _check_lam_bar(lam_bar)
+    m, s, lam_bar = _check_vector(m, "m", descending=True), checks.integer(s, "s"), checks.nonnegative(lam_bar, "lam_bar")
     candidates = []
     for rho in range(1, s + 1):
         for ell in range(1, len(m) + 1):
@@ -228,11 +220,11 @@ def dropblock_bound(M, S, width: int, block_size: int, retain: float) -> DropBlo
     with DropBlock masks (block size s, retain θ) has tr((M − UVᵀ)S(M − UVᵀ)ᵀ) + λΣⱼαⱼ² ≥ F*.
     S (positive semidefinite, possibly singular; I when None) enters through its symmetric root.
     A finite data set X (d₂ × N), Y (d₁ × N) is S = XXᵀ, M = YX⁺ plus the constant ‖Y(I − P_X)‖²_F."""
-    M = check_matrix(M, "M")
+    M = checks.matrix(M, "M")
     if M.size == 0:
         raise ValueError(f"M must be non-empty, got shape {M.shape}")
     root = _root(S, M.shape[1])
-    r = check_width(width)
+    r = checks.integer(width, "width")
     s = _check_blocks(r, block_size)
     lam_bar = s / r * dropout_lambda(retain)
     left, m, right_t = np.linalg.svd(M @ root, full_matrices=False)
@@ -269,7 +261,7 @@ def balanced_replication(U, V, S, block_size: int, copies: int) -> tuple[np.ndar
     """
     U, V, _ = check_factors(U, V)
     alpha = block_norms(U, V, S, block_size)
-    d_hat = check_width(copies, "copies")
+    d_hat = checks.integer(copies, "copies")
     total = alpha.sum()
     if total == 0:
         raise ValueError("U and V must have a block with Uⱼ Vⱼᵀ S^{1/2} ≠ 0")

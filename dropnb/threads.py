@@ -15,6 +15,12 @@ THREADS_VARIABLE = "DROPNB_THREADS"
 DEFAULT_THREADS = 1
 
 
+# The two checks below repeat dropnb.checks.environment_integer and checks.integer, in their error
+# format, because this module must not import numpy: OpenBLAS sizes its thread pool when numpy is
+# first imported, from the variables that set_defaults writes (measured: numpy imported before
+# OPENBLAS_NUM_THREADS=1 is set keeps one OpenBLAS thread per core).
+
+
 def threads_from_environment() -> int:
     """``$DROPNB_THREADS`` (a positive integer), else 1."""
     value = os.environ.get(THREADS_VARIABLE)

@@ -27,11 +27,10 @@ from typing import Callable
 import numpy as np
 import torch
 
-from . import deep
-from .checks import integer
+from . import checks, deep
 from .engine import Metrics, Run, Schedule, State, descend, train
 from .linear import batched_objective
-from .masks import MaskDistribution, check_retain
+from .masks import MaskDistribution
 
 
 def objective_metrics(M: np.ndarray, mask: MaskDistribution, S: np.ndarray | None = None) -> Metrics:
@@ -78,7 +77,7 @@ def _input_sampler(d2: int, runs: int, batch_size: int, input_factor, data, gene
     """A function drawing the inputs of one step, shape (R, B, d₂): x = Az with z ~ N(0, I)
     (A = ``input_factor``, so E[xxᵀ] = AAᵀ; A = I if omitted), or, given ``data`` X (d₂ × N),
     B columns of X drawn uniformly with replacement (so E[xxᵀ] = XXᵀ/N)."""
-    batch_size = integer(batch_size, "batch_size")
+    batch_size = checks.integer(batch_size, "batch_size")
     device = generator.device
     tensor = lambda a: torch.as_tensor(np.asarray(a, dtype=np.float64), device=device, dtype=dtype)  # noqa: E731
     if data is not None:
@@ -172,7 +171,7 @@ def dropconnect_sgd(
     on the input weights with Z_jk ~ Bernoulli(θ); it forms h = (Z ⊙ V)ᵀx, e = Uh/θ − y (y = Mx)
     and updates U ← U − (ηₜ/B) Σ e hᵀ, V ← V − (ηₜ/B) Σ (x (Uᵀe)ᵀ) ⊙ Z: θ times the gradient of
     ½‖e‖², so that the expected direction is (θ/2)∇f, as for dropout in :func:`algorithm1`."""
-    retain = check_retain(retain)
+    retain = checks.probability(retain, "retain")
     M, U0, V0 = _check_problem(M, U0, V0, None)
     schedule = Schedule.of(lr, steps)
     device = generator.device
@@ -292,9 +291,7 @@ def deep_gradient_descent(
     if (layers0[-1].shape[1], layers0[0].shape[2]) != M.shape or not np.all(np.isfinite(M)):
         raise ValueError(f"M must be a finite {layers0[-1].shape[1]}×{layers0[0].shape[2]} matrix, got shape {M.shape}")
     runs = layers0[0].shape[0]
-    lam = np.broadcast_to(np.asarray(lam, dtype=np.float64), (runs,)).copy()
-    if not np.all(np.isfinite(lam) & (lam >= 0)):
-        raise ValueError(f"lam must be finite and ≥ 0 (one value or one per run), got {lam!r}")
+    lam = checks.weights(lam, "lam", (runs,)).copy()
     device = torch.device(device)
     dtype = _dtype(device)
     tensor = lambda a: None if a is None else torch.as_tensor(a, device=device, dtype=dtype)  # noqa: E731

@@ -140,7 +140,7 @@ def test_bad_subset_size(n):
     (dict(Y=np.full((10, 30), np.nan)), "Y must be finite"),
     (dict(lr=0.0), "lr must"),
     (dict(lr=True), "lr must"),
-    (dict(lr=lambda t: -1e-3), "lr must"),
+    (dict(lr=lambda t: -1e-3), r"lr\(0\) must"),
     (dict(steps=0), "steps must"),
     (dict(runs=1.5), "runs must"),
     (dict(hidden=(8, 0)), "hidden must"),

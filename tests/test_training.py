@@ -7,7 +7,7 @@ import torch
 from dropnb import deep, linear, optimize, training
 from dropnb.claims import roundoff_tolerance
 from dropnb.masks import Bernoulli, Blocks, Finite
-from dropnb.engine import Run, Schedule, log_checkpoints
+from dropnb.engine import Run, log_checkpoints
 from dropnb.training import algorithm1
 
 D1, D2, R = 2, 3, 4

@@ -1,0 +1,151 @@
+"""The shared validators: what they accept, what they return, and their one error format."""
+
+import ast
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from dropnb import checks
+
+
+@pytest.mark.parametrize("value", [1, 7, np.int64(3), np.int32(2), np.uint8(5)])
+def test_integer_accepts_python_and_numpy_integers(value):
+    result = checks.integer(value, "width")
+    assert result == value and type(result) is int
+
+
+@pytest.mark.parametrize("value", [0, -1, True, False, 2.0, 1.5, np.float64(3), "3", None, np.array(3), math.nan])
+def test_integer_refuses_booleans_floats_and_values_below_the_minimum(value):
+    with pytest.raises(ValueError, match=r"^width must be a positive integer, got "):
+        checks.integer(value, "width")
+
+
+def test_integer_error_has_the_one_format():
+    with pytest.raises(ValueError) as error:
+        checks.integer(0, "width")
+    assert str(error.value) == "width must be a positive integer, got 0"
+
+
+def test_integer_bounds_and_their_wording():
+    assert checks.integer(0, "seed", minimum=0) == 0
+    with pytest.raises(ValueError, match=r"^seed must be a non-negative integer, got -1$"):
+        checks.integer(-1, "seed", minimum=0)
+    with pytest.raises(ValueError, match=r"^count must be an integer ≥ 2, got 1$"):
+        checks.integer(1, "count", minimum=2)
+    assert checks.integer(3, "slot", minimum=0, maximum=3) == 3
+    with pytest.raises(ValueError, match=r"^slot must be an integer in \[0, 3\], got 4$"):
+        checks.integer(4, "slot", minimum=0, maximum=3)
+    assert checks.integer(-10**20, "offset", minimum=None) == -10**20
+
+
+@pytest.mark.parametrize("value", [0.5, 2, np.float32(0.25), np.int64(4), np.array(1.5), torch.tensor(3.0)])
+def test_number_accepts_ints_floats_and_single_numbers(value):
+    result = checks.positive(value, "lam")
+    assert result == float(value) and type(result) is float
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, True, np.bool_(True), "1", None, [1.0],
+                                   np.array([1.0]), np.ones((1, 1)), 1j])
+def test_number_refuses_non_finite_values_booleans_strings_and_arrays(value):
+    with pytest.raises(ValueError, match=r"^sigma must be a finite number, got "):
+        checks.number(value, "sigma")
+
+
+def test_positive_nonnegative_and_probability():
+    assert checks.nonnegative(0, "lam") == 0.0
+    with pytest.raises(ValueError, match=r"^lam must be a finite number ≥ 0, got -1e-12$"):
+        checks.nonnegative(-1e-12, "lam")
+    with pytest.raises(ValueError, match=r"^lam must be a finite number > 0, got 0$"):
+        checks.positive(0, "lam")
+    assert checks.probability(1, "retain") == 1.0
+    for bad in (0, 0.0, 1.0000001, -0.5, math.nan):
+        with pytest.raises(ValueError, match=r"^retain must be a number in \(0, 1\], got "):
+            checks.probability(bad, "retain")
+
+
+def test_number_with_both_bounds_open_or_closed():
+    assert checks.number(0.0, "p", minimum=0, maximum=1, open_maximum=True) == 0.0
+    with pytest.raises(ValueError, match=r"^p must be a number in \[0, 1\), got 1$"):
+        checks.number(1, "p", minimum=0, maximum=1, open_maximum=True)
+    with pytest.raises(ValueError, match=r"^level must be a finite number ≤ 2, got 3$"):
+        checks.number(3, "level", maximum=2)
+
+
+def test_weights_broadcast_one_number_or_one_per_run():
+    one = checks.weights(0.5, "lam", (3,))
+    assert one.shape == (3,) and one.dtype == np.float64 and np.all(one == 0.5)
+    per_run = checks.weights([0.0, 1.0, 2.0], "mu", (2, 3))
+    assert per_run.shape == (2, 3) and np.array_equal(per_run[1], [0.0, 1.0, 2.0])
+    assert checks.weights(np.int64(2), "lam", ()).shape == ()
+
+
+@pytest.mark.parametrize("value", [-1.0, [0.5, -0.5, 1.0], math.nan, [1.0, math.inf, 0.0], True, "1", [1.0, 2.0],
+                                   object()])
+def test_weights_refuse_negative_non_finite_unbroadcastable_values(value):
+    with pytest.raises(ValueError, match=r"^lam must be a finite number ≥ 0 or an array of them broadcastable "
+                                         r"to shape \(3,\), got "):
+        checks.weights(value, "lam", (3,))
+
+
+def test_matrix_checks_dimensions_and_finiteness():
+    A = checks.matrix([[1, 2], [3, 4]], "M")
+    assert A.dtype == np.float64 and A.shape == (2, 2)
+    assert checks.matrix([1, 2], "u", ndim=1).shape == (2,)
+    assert checks.matrix(np.zeros((4, 2, 3)), "U", batched=True).shape == (4, 2, 3)
+    with pytest.raises(ValueError, match=r"^M must be a 2-d array, got shape \(3,\)$"):
+        checks.matrix([1, 2, 3], "M")
+    with pytest.raises(ValueError, match=r"^U must be a 2-d array or a batch of them, got shape \(3,\)$"):
+        checks.matrix([1, 2, 3], "U", batched=True)
+    with pytest.raises(ValueError, match=r"^M must be finite, got 2 non-finite entries$"):
+        checks.matrix([[1, np.nan], [np.inf, 0]], "M")
+
+
+def test_symmetric_accepts_roundoff_asymmetry_only():
+    S = np.array([[2.0, 1.0], [1.0 + 1e-15, 3.0]])
+    assert np.array_equal(checks.symmetric(S, "S"), S)
+    with pytest.raises(ValueError, match=r"^S must be a symmetric square matrix"):
+        checks.symmetric([[1.0, 2.0], [0.0, 1.0]], "S")
+    with pytest.raises(ValueError, match=r"^S must be a symmetric square matrix"):
+        checks.symmetric(np.ones((2, 3)), "S")
+
+
+def test_environment_integer(monkeypatch):
+    monkeypatch.delenv("DROPNB_TEST_INTEGER", raising=False)
+    assert checks.environment_integer("DROPNB_TEST_INTEGER", 7) == 7
+    monkeypatch.setenv("DROPNB_TEST_INTEGER", "")
+    assert checks.environment_integer("DROPNB_TEST_INTEGER", 7) == 7
+    monkeypatch.setenv("DROPNB_TEST_INTEGER", "12")
+    assert checks.environment_integer("DROPNB_TEST_INTEGER", 7) == 12
+    monkeypatch.setenv("DROPNB_TEST_INTEGER", "0")
+    assert checks.environment_integer("DROPNB_TEST_INTEGER", 7, minimum=0) == 0
+    with pytest.raises(ValueError, match=r"^DROPNB_TEST_INTEGER must be a positive integer, got '0'$"):
+        checks.environment_integer("DROPNB_TEST_INTEGER", 7)
+    for bad in ("-1", "1.5", "x", " 3"):
+        monkeypatch.setenv("DROPNB_TEST_INTEGER", bad)
+        with pytest.raises(ValueError, match=r"^DROPNB_TEST_INTEGER must be a non-negative integer, got "):
+            checks.environment_integer("DROPNB_TEST_INTEGER", 7, minimum=0)
+
+
+def test_error_builds_the_same_format():
+    assert str(checks.error("order", "a power of two", 6)) == "order must be a power of two, got 6"
+
+
+def test_threads_repeats_the_format_without_numpy():
+    """dropnb.threads keeps its own integer checks, in the same words, because it runs before numpy
+    loads (OpenBLAS sizes its thread pool at import) and so must not import dropnb.checks."""
+    from dropnb import threads
+
+    messages = []
+    for check in (lambda: checks.integer(0, "threads"), lambda: threads.thread_environment(0)):
+        with pytest.raises(ValueError) as error:
+            check()
+        messages.append(str(error.value))
+    assert messages[0] == messages[1]
+    imported = {alias.name for node in ast.walk(ast.parse(Path(threads.__file__).read_text()))
+                if isinstance(node, ast.Import | ast.ImportFrom) for alias in node.names}
+    imported |= {node.module for node in ast.walk(ast.parse(Path(threads.__file__).read_text()))
+                 if isinstance(node, ast.ImportFrom) and node.module}
+    assert not imported & {"numpy", "checks", "torch", "scipy"}
