@@ -3,27 +3,28 @@ norm, singular value thresholding, global-optimality certificates and the column
 
 Conventions (Vidal et al. 2022, §1.4.1, with the ½ of their (1.33)): Y ∈ ℝ^{n₂×n₀}, factors
 U ∈ ℝ^{n₂×n₁} with columns uᵢ and V ∈ ℝ^{n₀×n₁} with columns vᵢ, Z = UVᵀ, residual R = Y − UVᵀ.
-The objective with weight decay λ ≥ 0 and dropout weight μ ≥ 0 is
+The objective with weight decay λ ≥ 0 and dropout weight κ ≥ 0 is
 
-    F(U, V) = ½‖Y − UVᵀ‖²_F + (λ/2)(‖U‖²_F + ‖V‖²_F) + μ Σᵢ ‖uᵢ‖²‖vᵢ‖²,
-    ∇_U F = −RV + λU + 2μ U Diag(‖vᵢ‖²),   ∇_V F = −RᵀU + λV + 2μ V Diag(‖uᵢ‖²);
+    F(U, V) = ½‖Y − UVᵀ‖²_F + (λ/2)(‖U‖²_F + ‖V‖²_F) + κ Σᵢ ‖uᵢ‖²‖vᵢ‖²,
+    ∇_U F = −RV + λU + 2κ U Diag(‖vᵢ‖²),   ∇_V F = −RᵀU + λV + 2κ V Diag(‖uᵢ‖²);
 
-μ = 0 is (1.33); λ = 0 is Bernoulli dropout on the hidden units with retain probability ρ and
-μ = (1 − ρ)/(2ρ) (½ of the objective of :mod:`dropnb.linear` with its rate 2μ).
+κ = 0 is (1.33); λ = 0 is Bernoulli dropout on the hidden units with retain probability θ and
+κ = (1 − θ)/(2θ) (½ of the objective of :mod:`dropnb.linear` with its rate 2κ; the book keeps μ for
+a mask's mean).
 
 *Variational form* (1.34) (Srebro et al. 2004): ‖Z‖_* = min over factorizations Z = UVᵀ of any
 width of ½(‖U‖²_F + ‖V‖²_F), attained by the balanced factors AΣ^{1/2}, BΣ^{1/2} of the SVD
 Z = AΣBᵀ. With Cauchy–Schwarz over the r ≤ n₁ units with ‖uᵢ‖‖vᵢ‖ ≠ 0,
 Σᵢ‖uᵢ‖²‖vᵢ‖² ≥ (Σᵢ‖uᵢ‖‖vᵢ‖)²/r ≥ ‖Z‖²_*/r, so every F is bounded below by a convex function of Z
-alone ((1.36) for μ = 0):
+alone ((1.36) for κ = 0):
 
-    F(U, V) ≥ P(Z) = ½‖Y − Z‖²_F + λ‖Z‖_* + (μ/r)‖Z‖²_*.
+    F(U, V) ≥ P(Z) = ½‖Y − Z‖²_F + λ‖Z‖_* + (κ/r)‖Z‖²_*.
 
-Its Fenchel dual is D(Q) = ⟨Q, Y⟩ − ½‖Q‖²_F − Ω*(Q) with Ω*(Q) = r(‖Q‖₂ − λ)²₊/(4μ) for μ > 0 and
-the indicator of ‖Q‖₂ ≤ λ for μ = 0, so F(U, V) − min F ≤ F(U, V) − D(Q) for every Q (weak
-duality); :func:`duality_gap` uses Q = R, scaled into ‖Q‖₂ ≤ λ when μ = 0.
+Its Fenchel dual is D(Q) = ⟨Q, Y⟩ − ½‖Q‖²_F − Ω*(Q) with Ω*(Q) = r(‖Q‖₂ − λ)²₊/(4κ) for κ > 0 and
+the indicator of ‖Q‖₂ ≤ λ for κ = 0, so F(U, V) − min F ≤ F(U, V) − D(Q) for every Q (weak
+duality); :func:`duality_gap` uses Q = R, scaled into ‖Q‖₂ ≤ λ when κ = 0.
 
-For μ = 0 the convex problem (1.35) is solved by singular value thresholding,
+For κ = 0 the convex problem (1.35) is solved by singular value thresholding,
 D_λ(Y) = A(Σ − λI)₊Bᵀ (thin SVD Y = AΣBᵀ), with value Σᵢ h(σᵢ), h(σ) = λσ − λ²/2 for σ > λ and σ²/2
 otherwise. Over factors of width k the minimum of F keeps the top k shrunk values (the best
 rank-k point): Σ_{i≤k} h(σᵢ) + Σ_{i>k} σᵢ²/2, attained by A(Σ − λI)₊^{1/2}, B(Σ − λI)₊^{1/2}
@@ -32,10 +33,10 @@ truncated to k columns. Corollary 1.6: (U, V) is a global minimum iff ⟨R, UV�
 
 Appending a column (√ε u, √ε v) with unit u, v and uᵀRv = σ changes F by exactly
 
-    ΔF(ε) = ε(λ − σ) + ε²(½ + μ),
+    ΔF(ε) = ε(λ − σ) + ε²(½ + κ),
 
-so with (u, v) the top singular pair of R and σ = σ_max(R) > λ the choice ε = (σ − λ)/(1 + 2μ)
-lowers F by (σ − λ)²/(2(1 + 2μ)). The meta-algorithm (Vidal et al. 2022, §1.4.1, after Haeffele
+so with (u, v) the top singular pair of R and σ = σ_max(R) > λ the choice ε = (σ − λ)/(1 + 2κ)
+lowers F by (σ − λ)²/(2(1 + 2κ)). The meta-algorithm (Vidal et al. 2022, §1.4.1, after Haeffele
 and Vidal) alternates gradient descent at fixed width with this certificate-or-append step.
 """
 
@@ -97,19 +98,19 @@ def singular_value_threshold(Y, lam: float) -> np.ndarray:
     return (A * np.maximum(s - lam, 0.0)) @ Bt
 
 
-def convex_objective(Y, Z, lam: float, mu: float = 0.0, width: int | None = None):
-    """P(Z) = ½‖Y − Z‖²_F + λ‖Z‖_* + (μ/width)‖Z‖²_* ((1.35) for μ = 0; ``width`` needed when μ > 0);
+def convex_objective(Y, Z, lam: float, kappa: float = 0.0, width: int | None = None):
+    """P(Z) = ½‖Y − Z‖²_F + λ‖Z‖_* + (κ/width)‖Z‖²_* ((1.35) for κ = 0; ``width`` needed when κ > 0);
     Z may be a batch (…, n₂, n₀)."""
     Y, Z = checks.matrix(Y, "Y"), checks.matrix(Z, "Z", batched=True)
     if Z.shape[-2:] != Y.shape:
         raise ValueError(f"Z must have the shape of Y {Y.shape}, got {Z.shape}")
-    lam, mu = checks.nonnegative(lam, "lam"), checks.nonnegative(mu, "mu")
+    lam, kappa = checks.nonnegative(lam, "lam"), checks.nonnegative(kappa, "kappa")
     nuclear = np.linalg.svd(Z, compute_uv=False).sum(-1)
     value = 0.5 * _sq(Y - Z) + lam * nuclear
-    if mu > 0:
+    if kappa > 0:
         if width is None:
-            raise ValueError("width is required when mu > 0")
-        value = value + mu / checks.integer(width, "width") * nuclear**2
+            raise ValueError("width is required when kappa > 0")
+        value = value + kappa / checks.integer(width, "width") * nuclear**2
     return _scalar(value)
 
 
@@ -117,42 +118,42 @@ def convex_objective(Y, Z, lam: float, mu: float = 0.0, width: int | None = None
 # the factorized objective (batched over leading dimensions)
 
 
-def objective(Y, U, V, lam, mu=0.0):
-    """F(U, V) = ½‖Y − UVᵀ‖²_F + (λ/2)(‖U‖²_F + ‖V‖²_F) + μ Σᵢ‖uᵢ‖²‖vᵢ‖², per batch entry."""
+def objective(Y, U, V, lam, kappa=0.0):
+    """F(U, V) = ½‖Y − UVᵀ‖²_F + (λ/2)(‖U‖²_F + ‖V‖²_F) + κ Σᵢ‖uᵢ‖²‖vᵢ‖², per batch entry."""
     Y, U, V = _check_problem(Y, U, V)
-    lam, mu = checks.weights(lam, "lam", U.shape[:-2]), checks.weights(mu, "mu", U.shape[:-2])
+    lam, kappa = checks.weights(lam, "lam", U.shape[:-2]), checks.weights(kappa, "kappa", U.shape[:-2])
     value = 0.5 * _sq(Y - U @ np.swapaxes(V, -1, -2)) + 0.5 * lam * (_sq(U) + _sq(V))
-    value = value + mu * np.sum(np.sum(U**2, axis=-2) * np.sum(V**2, axis=-2), axis=-1)
+    value = value + kappa * np.sum(np.sum(U**2, axis=-2) * np.sum(V**2, axis=-2), axis=-1)
     return _scalar(value)
 
 
-def _gradient(Y, U, V, lam, mu):
+def _gradient(Y, U, V, lam, kappa):
     residual = Y - U @ np.swapaxes(V, -1, -2)
-    lam, mu = lam[..., None, None], mu[..., None, None]
-    grad_u = -residual @ V + lam * U + 2 * mu * U * np.sum(V**2, axis=-2, keepdims=True)
-    grad_v = -np.swapaxes(residual, -1, -2) @ U + lam * V + 2 * mu * V * np.sum(U**2, axis=-2, keepdims=True)
+    lam, kappa = lam[..., None, None], kappa[..., None, None]
+    grad_u = -residual @ V + lam * U + 2 * kappa * U * np.sum(V**2, axis=-2, keepdims=True)
+    grad_v = -np.swapaxes(residual, -1, -2) @ U + lam * V + 2 * kappa * V * np.sum(U**2, axis=-2, keepdims=True)
     return grad_u, grad_v
 
 
-def gradient(Y, U, V, lam, mu=0.0) -> tuple[np.ndarray, np.ndarray]:
-    """(∇_U F, ∇_V F) = (−RV + λU + 2μU Diag(‖vᵢ‖²), −RᵀU + λV + 2μV Diag(‖uᵢ‖²)), R = Y − UVᵀ; batched."""
+def gradient(Y, U, V, lam, kappa=0.0) -> tuple[np.ndarray, np.ndarray]:
+    """(∇_U F, ∇_V F) = (−RV + λU + 2κU Diag(‖vᵢ‖²), −RᵀU + λV + 2κV Diag(‖uᵢ‖²)), R = Y − UVᵀ; batched."""
     Y, U, V = _check_problem(Y, U, V)
     batch = U.shape[:-2]
-    return _gradient(Y, U, V, checks.weights(lam, "lam", batch), checks.weights(mu, "mu", batch))
+    return _gradient(Y, U, V, checks.weights(lam, "lam", batch), checks.weights(kappa, "kappa", batch))
 
 
-def flat_objective(Y, width: int, lam: float, mu: float = 0.0):
+def flat_objective(Y, width: int, lam: float, kappa: float = 0.0):
     """F as a torch function of x = (vec U, vec V) (row-major), for autograd Hessians and optimizers;
     returns (objective, unpack) with unpack(x) = (U, V) as numpy arrays."""
     Y, r = checks.matrix(Y, "Y"), checks.integer(width, "width")
-    lam, mu = checks.nonnegative(lam, "lam"), checks.nonnegative(mu, "mu")
+    lam, kappa = checks.nonnegative(lam, "lam"), checks.nonnegative(kappa, "kappa")
     (n2, n0), split = Y.shape, Y.shape[0] * r
     Y_t = torch.tensor(Y)
 
     def fun(x: torch.Tensor) -> torch.Tensor:
         U, V = x[:split].reshape(n2, r), x[split:].reshape(n0, r)
         penalty = ((U**2).sum(0) * (V**2).sum(0)).sum()
-        return 0.5 * ((Y_t - U @ V.T) ** 2).sum() + 0.5 * lam * ((U**2).sum() + (V**2).sum()) + mu * penalty
+        return 0.5 * ((Y_t - U @ V.T) ** 2).sum() + 0.5 * lam * ((U**2).sum() + (V**2).sum()) + kappa * penalty
 
     def unpack(x) -> tuple[np.ndarray, np.ndarray]:
         x = np.asarray(x, dtype=np.float64)
@@ -188,7 +189,7 @@ def balanced_factors(Z, width: int | None = None) -> tuple[np.ndarray, np.ndarra
 
 
 def optimal_factors(Y, lam: float, width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The global minimizer of F (μ = 0) over factors of ``width`` columns (default min(n₂, n₀), the
+    """The global minimizer of F (κ = 0) over factors of ``width`` columns (default min(n₂, n₀), the
     thin SVD): A(Σ − λI)₊^{1/2}, B(Σ − λI)₊^{1/2} truncated to the top ``width`` pairs, zero-padded.
     For width ≥ #{σᵢ > λ} its product is D_λ(Y) (Vidal et al. 2022, p. 1.4.1 after Corollary 1.6)."""
     Y, lam = checks.matrix(Y, "Y"), checks.nonnegative(lam, "lam")
@@ -202,7 +203,7 @@ def optimal_factors(Y, lam: float, width: int | None = None) -> tuple[np.ndarray
 
 
 def optimal_value(spectrum, lam: float, width: int | None = None) -> float:
-    """min F over width-k factors (μ = 0): Σ_{i≤k} h(σᵢ) + Σ_{i>k} σᵢ²/2, h(σ) = λσ − λ²/2 if σ > λ
+    """min F over width-k factors (κ = 0): Σ_{i≤k} h(σᵢ) + Σ_{i>k} σᵢ²/2, h(σ) = λσ − λ²/2 if σ > λ
     else σ²/2; k = ``width`` (all values when omitted: the optimum of (1.33) and of (1.35))."""
     s, lam = check_spectrum(spectrum), checks.nonnegative(lam, "lam")
     k = len(s) if width is None else min(checks.integer(width, "width"), len(s))
@@ -210,13 +211,13 @@ def optimal_value(spectrum, lam: float, width: int | None = None) -> float:
     return float(head.sum() + np.sum(s[k:] ** 2) / 2)
 
 
-def squared_nuclear_threshold(spectrum, mu: float, width: int) -> tuple[int, float]:
-    """(k, t) for the minimizer D_t(Y) of ½‖Y − Z‖²_F + (μ/r)‖Z‖²_* over all Z (no rank limit):
-    t = (2μ/r)S_k/(1 + 2μk/r) with S_k = σ₁ + … + σ_k and k = max{j : σⱼ > tⱼ}, so that
-    t = (2μ/r)‖D_t(Y)‖_*. The width r binds (the dropout optimum of width r is not D_t(Y)) iff k > r."""
+def squared_nuclear_threshold(spectrum, kappa: float, width: int) -> tuple[int, float]:
+    """(k, t) for the minimizer D_t(Y) of ½‖Y − Z‖²_F + (κ/r)‖Z‖²_* over all Z (no rank limit):
+    t = (2κ/r)S_k/(1 + 2κk/r) with S_k = σ₁ + … + σ_k and k = max{j : σⱼ > tⱼ}, so that
+    t = (2κ/r)‖D_t(Y)‖_*. The width r binds (the dropout optimum of width r is not D_t(Y)) iff k > r."""
     s, r = check_spectrum(spectrum), checks.integer(width, "width")
-    mu = checks.positive(mu, "mu")
-    c = 2 * mu / r
+    kappa = checks.positive(kappa, "kappa")
+    c = 2 * kappa / r
     j = np.arange(1, len(s) + 1)
     t = c * np.cumsum(s) / (1 + c * j)
     above = np.flatnonzero(s > t)
@@ -282,36 +283,36 @@ def spectral_rounding(Y, U, V):
     return _scalar(roundoff_tolerance(n) * (np.linalg.norm(Y) + np.sqrt(_sq(U) * _sq(V))))
 
 
-def value_rounding(Y, U, V, lam, mu=0.0):
-    """γₙ[(‖Y‖_F + ‖U‖_F‖V‖_F)² + λ(‖U‖²_F + ‖V‖²_F) + μ‖U‖²_F‖V‖²_F], n = 10·n₂n₀·max(n₁, 1): a
+def value_rounding(Y, U, V, lam, kappa=0.0):
+    """γₙ[(‖Y‖_F + ‖U‖_F‖V‖_F)² + λ(‖U‖²_F + ‖V‖²_F) + κ‖U‖²_F‖V‖²_F], n = 10·n₂n₀·max(n₁, 1): a
     rounding bound on one evaluation of F; batched."""
     Y, U, V = _check_problem(Y, U, V)
     batch = U.shape[:-2]
-    lam, mu = checks.weights(lam, "lam", batch), checks.weights(mu, "mu", batch)
+    lam, kappa = checks.weights(lam, "lam", batch), checks.weights(kappa, "kappa", batch)
     n = 10 * Y.shape[0] * Y.shape[1] * max(U.shape[-1], 1)
-    size = (np.linalg.norm(Y) + np.sqrt(_sq(U) * _sq(V))) ** 2 + lam * (_sq(U) + _sq(V)) + mu * _sq(U) * _sq(V)
+    size = (np.linalg.norm(Y) + np.sqrt(_sq(U) * _sq(V))) ** 2 + lam * (_sq(U) + _sq(V)) + kappa * _sq(U) * _sq(V)
     return _scalar(roundoff_tolerance(n) * size)
 
 
-def duality_gap(Y, U, V, lam, mu=0.0):
+def duality_gap(Y, U, V, lam, kappa=0.0):
     """F(U, V) − D(Q), an upper bound on F(U, V) − min F over factors with as many non-zero units,
-    with the dual point Q = R (μ > 0) or Q = R·min(1, λ/σ_max(R)) (μ = 0). The width in Ω* is the
+    with the dual point Q = R (κ > 0) or Q = R·min(1, λ/σ_max(R)) (κ = 0). The width in Ω* is the
     number r of units with ‖uᵢ‖‖vᵢ‖ ≠ 0 (Cauchy–Schwarz needs only those), so zero-padded columns do
     not loosen the bound. Zero at a global minimum of (1.33), and at a dropout optimum of width r
     whenever that width does not bind. Batched."""
     Y, U, V = _check_problem(Y, U, V)
     batch = U.shape[:-2]
-    lam, mu = checks.weights(lam, "lam", batch), checks.weights(mu, "mu", batch)
+    lam, kappa = checks.weights(lam, "lam", batch), checks.weights(kappa, "kappa", batch)
     width = np.maximum(np.count_nonzero(np.sum(U**2, axis=-2) * np.sum(V**2, axis=-2), axis=-1), 1)
     R = Y - U @ np.swapaxes(V, -1, -2)
     sigma = np.linalg.svd(R, compute_uv=False)[..., 0]
-    dropout = mu > 0
+    dropout = kappa > 0
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = np.where(dropout, 1.0, np.where(sigma > lam, lam / sigma, 1.0))
-        conjugate = np.where(dropout, width * np.maximum(sigma - lam, 0.0) ** 2 / (4 * np.where(dropout, mu, 1.0)), 0.0)
+        conjugate = np.where(dropout, width * np.maximum(sigma - lam, 0.0) ** 2 / (4 * np.where(dropout, kappa, 1.0)), 0.0)
     Q = R * scale[..., None, None]
     dual = np.sum(Q * Y, axis=(-2, -1)) - 0.5 * _sq(Q) - conjugate
-    return _scalar(objective(Y, U, V, lam, mu) - dual)
+    return _scalar(objective(Y, U, V, lam, kappa) - dual)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -328,12 +329,12 @@ def append_column(U, V, u, v, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
     return np.column_stack([U, root * u]), np.column_stack([V, root * v])
 
 
-def append_change(sigma: float, epsilon: float, lam: float = 0.0, mu: float = 0.0) -> float:
-    """ΔF(ε) = ε(λ − σ) + ε²(½ + μ): the exact change of F when a column (√ε u, √ε v) with unit u, v
-    and uᵀRv = σ is appended (weight decay λ, dropout μ)."""
+def append_change(sigma: float, epsilon: float, lam: float = 0.0, kappa: float = 0.0) -> float:
+    """ΔF(ε) = ε(λ − σ) + ε²(½ + κ): the exact change of F when a column (√ε u, √ε v) with unit u, v
+    and uᵀRv = σ is appended (weight decay λ, dropout κ)."""
     sigma = checks.number(sigma, "sigma")
-    epsilon, lam, mu = checks.nonnegative(epsilon, "epsilon"), checks.nonnegative(lam, "lam"), checks.nonnegative(mu, "mu")
-    return epsilon * (lam - sigma) + epsilon**2 * (0.5 + mu)
+    epsilon, lam, kappa = checks.nonnegative(epsilon, "epsilon"), checks.nonnegative(lam, "lam"), checks.nonnegative(kappa, "kappa")
+    return epsilon * (lam - sigma) + epsilon**2 * (0.5 + kappa)
 
 
 def split_units(U, V, copies: int) -> tuple[np.ndarray, np.ndarray]:
@@ -360,9 +361,9 @@ def expose_null_columns(U, V) -> tuple[np.ndarray, np.ndarray]:
 # algorithms
 
 
-def gradient_descent(Y, U0, V0, lam, mu=0.0, *, step: float, tol: float, max_steps: int,
+def gradient_descent(Y, U0, V0, lam, kappa=0.0, *, step: float, tol: float, max_steps: int,
                      trace_every: int | None = None) -> Run:
-    """U ← U − η∇_U F, V ← V − η∇_V F for a batch of runs (leading dimensions of U0, V0; λ and μ may
+    """U ← U − η∇_U F, V ← V − η∇_V F for a batch of runs (leading dimensions of U0, V0; λ and κ may
     differ per run), each frozen once ‖∇F‖ ≤ ``tol``, on :func:`dropnb.engine.descend`. Zero
     columns stay exactly zero (their gradient vanishes), so narrower problems can share a batch as
     zero-padded columns.
@@ -373,7 +374,7 @@ def gradient_descent(Y, U0, V0, lam, mu=0.0, *, step: float, tol: float, max_ste
     or ``max_steps``."""
     Y, U, V = _check_problem(Y, U0, V0)
     batch = U.shape[:-2]
-    lam, mu = checks.weights(lam, "lam", batch), checks.weights(mu, "mu", batch)
+    lam, kappa = checks.weights(lam, "lam", batch), checks.weights(kappa, "kappa", batch)
     step, tol = checks.positive(step, "step"), checks.positive(tol, "tol")
     max_steps = checks.integer(max_steps, "max_steps")
     if trace_every is not None:
@@ -383,7 +384,7 @@ def gradient_descent(Y, U0, V0, lam, mu=0.0, *, step: float, tol: float, max_ste
     active = np.ones(batch, dtype=bool)
 
     def advance(t: int, eta: float) -> bool | None:
-        grad_u, grad_v = _gradient(Y, state["U"], state["V"], lam, mu)
+        grad_u, grad_v = _gradient(Y, state["U"], state["V"], lam, kappa)
         active[...] &= np.sqrt(_sq(grad_u) + _sq(grad_v)) > tol
         if not active.any():
             return True
@@ -395,9 +396,9 @@ def gradient_descent(Y, U0, V0, lam, mu=0.0, *, step: float, tol: float, max_ste
 
     run = descend(state, advance, Schedule.constant(step, max_steps),
                   checkpoints=[0] if trace_every is None else np.arange(0, max_steps + 1, trace_every),
-                  metrics=None if trace_every is None else lambda s: dict(objective=objective(Y, s["U"], s["V"], lam, mu)),
+                  metrics=None if trace_every is None else lambda s: dict(objective=objective(Y, s["U"], s["V"], lam, kappa)),
                   progress=False, description="gradient descent")
-    grad_u, grad_v = _gradient(Y, run.final["U"], run.final["V"], lam, mu)
+    grad_u, grad_v = _gradient(Y, run.final["U"], run.final["V"], lam, kappa)
     norm = np.sqrt(_sq(grad_u) + _sq(grad_v))
     run.outcome.update(iterations=iterations, gradient_norm=norm, converged=norm <= tol)
     return run

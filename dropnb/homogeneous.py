@@ -168,7 +168,7 @@ def gradient(X, Y, W1, W2, lam) -> tuple[np.ndarray, np.ndarray]:
 
 def dropout_penalty(X, W1, W2) -> np.ndarray | float:
     """Σᵢ ‖w_i^{[2]}‖² ‖ReLU(w_i^{[1]ᵀ}X)‖²: hidden-unit dropout's regularizer without its factor
-    (1 − ρ)/ρ, positively homogeneous of degree 4 (not 2) in the weights of a unit."""
+    (1 − θ)/θ (θ the retain probability), positively homogeneous of degree 4 (not 2) in the weights of a unit."""
     X = checks.matrix(X, "X")
     W1, W2 = check_weights(W1, W2, X.shape[0])
     value = np.sum(np.sum(W2**2, axis=-2) * np.sum(hidden(X, W1) ** 2, axis=-1), axis=-1)

@@ -22,16 +22,16 @@ def random_point(rng, n2, n0, width, scale=1.0):
 
 @settings(max_examples=15, deadline=None)
 @given(n2=st.integers(1, 5), n0=st.integers(1, 5), width=st.integers(1, 4), lam=st.floats(0, 3),
-       mu=st.floats(0, 2), seed=st.integers(0, 2**32 - 1))
-def test_objective_and_gradient_match_autograd(n2, n0, width, lam, mu, seed):
+       kappa=st.floats(0, 2), seed=st.integers(0, 2**32 - 1))
+def test_objective_and_gradient_match_autograd(n2, n0, width, lam, kappa, seed):
     rng = np.random.default_rng(seed)
     Y = rng.standard_normal((n2, n0))
     U, V = random_point(rng, n2, n0, width)
-    fun, unpack = fz.flat_objective(Y, width, lam, mu)
+    fun, unpack = fz.flat_objective(Y, width, lam, kappa)
     x = np.concatenate([U.ravel(), V.ravel()])
     value, grad = optimize.value_and_gradient(fun, x)
-    assert fz.objective(Y, U, V, lam, mu) == pytest.approx(value, rel=1e-12, abs=1e-12)
-    grad_u, grad_v = fz.gradient(Y, U, V, lam, mu)
+    assert fz.objective(Y, U, V, lam, kappa) == pytest.approx(value, rel=1e-12, abs=1e-12)
+    grad_u, grad_v = fz.gradient(Y, U, V, lam, kappa)
     np.testing.assert_allclose(np.concatenate([grad_u.ravel(), grad_v.ravel()]), grad, rtol=1e-10, atol=1e-10)
     np.testing.assert_array_equal(unpack(x)[0], U)
 
@@ -40,9 +40,9 @@ def test_dropout_objective_is_half_the_dropout_module_objective():
     rng = np.random.default_rng(1)
     Y = instance()
     U, V = random_point(rng, 6, 5, 4)
-    mu = 0.7
-    assert fz.objective(Y, U, V, 0.0, mu) == pytest.approx(0.5 * landscape.untied_objective(Y, U, V, 2 * mu), rel=1e-13)
-    for mine, theirs in zip(fz.gradient(Y, U, V, 0.0, mu), landscape.untied_gradient(Y, U, V, 2 * mu)):
+    kappa = 0.7
+    assert fz.objective(Y, U, V, 0.0, kappa) == pytest.approx(0.5 * landscape.untied_objective(Y, U, V, 2 * kappa), rel=1e-13)
+    for mine, theirs in zip(fz.gradient(Y, U, V, 0.0, kappa), landscape.untied_gradient(Y, U, V, 2 * kappa)):
         np.testing.assert_allclose(mine, 0.5 * theirs, rtol=1e-12, atol=1e-12)
 
 
@@ -50,13 +50,13 @@ def test_batched_equals_unbatched():
     rng = np.random.default_rng(2)
     Y = instance()
     U, V = rng.standard_normal((2, 3, 6, 3)), rng.standard_normal((2, 3, 5, 3))
-    lam, mu = np.array([0.5, 1.0, 2.0]), np.array([[0.0], [0.3]])
-    values = fz.objective(Y, U, V, lam, mu)
-    gaps = fz.duality_gap(Y, U, V, lam, mu)
-    grad_u, grad_v = fz.gradient(Y, U, V, lam, mu)
+    lam, kappa = np.array([0.5, 1.0, 2.0]), np.array([[0.0], [0.3]])
+    values = fz.objective(Y, U, V, lam, kappa)
+    gaps = fz.duality_gap(Y, U, V, lam, kappa)
+    grad_u, grad_v = fz.gradient(Y, U, V, lam, kappa)
     for i in range(2):
         for j in range(3):
-            args = (Y, U[i, j], V[i, j], lam[j], mu[i, 0])
+            args = (Y, U[i, j], V[i, j], lam[j], kappa[i, 0])
             assert values[i, j] == pytest.approx(fz.objective(*args), rel=1e-14)
             assert gaps[i, j] == pytest.approx(fz.duality_gap(*args), rel=1e-12)
             np.testing.assert_allclose(grad_u[i, j], fz.gradient(*args)[0], rtol=1e-14)
@@ -128,28 +128,28 @@ def test_duality_gap_bounds_the_suboptimality():
             gap = fz.duality_gap(Y, U, V, lam)
             assert gap >= fz.objective(Y, U, V, lam) - fz.optimal_value(SPECTRUM, lam) - 1e-12
     # dropout: zero at the closed-form optimum when the width does not bind
-    mu = 1.0
+    kappa = 1.0
     for width in (4, 6):
-        optimum = shrinkage.global_optimum(Y, width, 2 * mu)
-        assert fz.objective(Y, optimum.U, optimum.V, 0.0, mu) == pytest.approx(0.5 * optimum.value, rel=1e-12)
-        assert abs(fz.duality_gap(Y, optimum.U, optimum.V, 0.0, mu)) < 1e-11
+        optimum = shrinkage.global_optimum(Y, width, 2 * kappa)
+        assert fz.objective(Y, optimum.U, optimum.V, 0.0, kappa) == pytest.approx(0.5 * optimum.value, rel=1e-12)
+        assert abs(fz.duality_gap(Y, optimum.U, optimum.V, 0.0, kappa)) < 1e-11
         U, V = random_point(rng, 6, 5, width)
-        assert fz.duality_gap(Y, U, V, 0.0, mu) >= fz.objective(Y, U, V, 0.0, mu) - 0.5 * optimum.value - 1e-12
+        assert fz.duality_gap(Y, U, V, 0.0, kappa) >= fz.objective(Y, U, V, 0.0, kappa) - 0.5 * optimum.value - 1e-12
 
 
-@pytest.mark.parametrize("mu,width", [(1.0, 2), (1.0, 4), (1.0, 10), (0.25, 3), (0.25, 1), (1.0, 1)])
-def test_squared_nuclear_threshold_matches_the_dropout_optimum_when_the_width_does_not_bind(mu, width):
+@pytest.mark.parametrize("kappa,width", [(1.0, 2), (1.0, 4), (1.0, 10), (0.25, 3), (0.25, 1), (1.0, 1)])
+def test_squared_nuclear_threshold_matches_the_dropout_optimum_when_the_width_does_not_bind(kappa, width):
     Y = instance()
-    k, t = fz.squared_nuclear_threshold(SPECTRUM, mu, width)
+    k, t = fz.squared_nuclear_threshold(SPECTRUM, kappa, width)
     Z = fz.singular_value_threshold(Y, t)
-    assert t == pytest.approx(2 * mu / width * fz.nuclear_norm(Z), rel=1e-12)
+    assert t == pytest.approx(2 * kappa / width * fz.nuclear_norm(Z), rel=1e-12)
     assert np.sum(SPECTRUM > t) == k
-    optimum = shrinkage.global_optimum(Y, width, 2 * mu)
+    optimum = shrinkage.global_optimum(Y, width, 2 * kappa)
     if k <= width:
         np.testing.assert_allclose(optimum.product, Z, atol=1e-12)
-        assert fz.convex_objective(Y, Z, 0.0, mu, width) == pytest.approx(0.5 * optimum.value, rel=1e-12)
+        assert fz.convex_objective(Y, Z, 0.0, kappa, width) == pytest.approx(0.5 * optimum.value, rel=1e-12)
     else:  # the width binds: the rank-limited optimum is worse than the convex bound
-        assert 0.5 * optimum.value > fz.convex_objective(Y, Z, 0.0, mu, width) + 1e-6
+        assert 0.5 * optimum.value > fz.convex_objective(Y, Z, 0.0, kappa, width) + 1e-6
 
 
 def test_zero_padding_does_not_loosen_the_dropout_gap():
@@ -164,9 +164,9 @@ def test_convex_lower_bound_holds():
     Y = instance()
     for width in (1, 3, 5, 8):
         U, V = random_point(rng, 6, 5, width)
-        for lam, mu in ((2.0, 0.0), (0.0, 1.0), (0.5, 0.5)):
-            bound = fz.convex_objective(Y, U @ V.T, lam, mu, width)
-            assert fz.objective(Y, U, V, lam, mu) >= bound - 1e-12
+        for lam, kappa in ((2.0, 0.0), (0.0, 1.0), (0.5, 0.5)):
+            bound = fz.convex_objective(Y, U @ V.T, lam, kappa, width)
+            assert fz.objective(Y, U, V, lam, kappa) >= bound - 1e-12
 
 
 def test_certificate_at_the_optimum_and_at_the_best_rank_two_point():
@@ -194,8 +194,8 @@ def test_polar_value_is_never_exceeded():
     assert u @ R @ v / (u @ u + v @ v) == pytest.approx(sigma / 2, rel=1e-14)
 
 
-@pytest.mark.parametrize("lam,mu", [(2.0, 0.0), (0.0, 1.0), (0.7, 0.3)])
-def test_append_change_is_exact(lam, mu):
+@pytest.mark.parametrize("lam,kappa", [(2.0, 0.0), (0.0, 1.0), (0.7, 0.3)])
+def test_append_change_is_exact(lam, kappa):
     rng = np.random.default_rng(9)
     Y = instance()
     U, V = random_point(rng, 6, 5, 3)
@@ -204,8 +204,8 @@ def test_append_change_is_exact(lam, mu):
     sigma = u @ (Y - U @ V.T) @ v
     for eps in (0.1, 1.0, 2.5):
         U1, V1 = fz.append_column(U, V, u, v, eps)
-        change = fz.objective(Y, U1, V1, lam, mu) - fz.objective(Y, U, V, lam, mu)
-        assert change == pytest.approx(fz.append_change(sigma, eps, lam, mu), abs=1e-12)
+        change = fz.objective(Y, U1, V1, lam, kappa) - fz.objective(Y, U, V, lam, kappa)
+        assert change == pytest.approx(fz.append_change(sigma, eps, lam, kappa), abs=1e-12)
 
 
 def test_split_units_halves_the_dropout_penalty_only():
@@ -295,7 +295,7 @@ def test_flat_objective_autograd_hessian_shows_the_saddle_of_a_padded_rank_two_p
     (lambda Y: fz.objective(Y, np.zeros((5, 2)), np.zeros((5, 2)), 1.0), "U must have 6 rows"),
     (lambda Y: fz.objective(Y, np.zeros((6, 2)), np.zeros((5, 3)), 1.0), "same width"),
     (lambda Y: fz.objective(Y, np.zeros((6, 2)), np.zeros((5, 2)), -1.0), "lam"),
-    (lambda Y: fz.objective(Y, np.zeros((6, 2)), np.zeros((5, 2)), 1.0, True), "mu"),
+    (lambda Y: fz.objective(Y, np.zeros((6, 2)), np.zeros((5, 2)), 1.0, True), "kappa"),
     (lambda Y: fz.objective(Y, np.zeros((2, 6, 2)), np.zeros((2, 5, 2)), np.ones(3)), "lam"),
     (lambda Y: fz.objective(Y, np.full((6, 2), np.nan), np.zeros((5, 2)), 1.0), "U must be finite"),
     (lambda Y: fz.objective(Y[0], np.zeros((6, 2)), np.zeros((5, 2)), 1.0), "Y must be a 2-d"),
