@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .claims import roundoff_tolerance
+from .rounding import roundoff_tolerance
 from .deep import nuclear_norm
 from .linear import check_matrix, check_rate
 from .masks import check_number, check_width

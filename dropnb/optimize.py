@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from scipy.optimize import minimize as scipy_minimize
 
-from .claims import UNIT_ROUNDOFF
+from .rounding import UNIT_ROUNDOFF
 
 Objective = Callable[[torch.Tensor], torch.Tensor]
 

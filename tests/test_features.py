@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from dropnb import features, masks, structured, training
-from dropnb.claims import roundoff_tolerance
+from dropnb.rounding import roundoff_tolerance
 
 
 @pytest.fixture(scope="module", autouse=True)
