@@ -4,6 +4,7 @@ Modules by concept:
 
 * running a chapter: :mod:`~dropnb.config` (profile, seeds, device), :mod:`~dropnb.threads`
   (thread counts of the numeric libraries), :mod:`~dropnb.claims` (claims and errata),
+  :mod:`~dropnb.rounding` (rounding bounds and their operation counts),
   :mod:`~dropnb.notebooks` (executing chapters), :mod:`~dropnb.regression` (golden claim
   records), :mod:`~dropnb.sphinxext` (the pages generated from the records), :mod:`~dropnb.plotting`
   (figure style);
@@ -38,12 +39,14 @@ from .plotting import use_style  # noqa: E402
 __all__ = ["Claims", "ClaimFailed", "Config", "setup"]
 
 
-def setup(chapter: str, profile: str | None = None, seed: int | None = None,
-          default_seed: int = 0) -> tuple[Config, Claims]:
-    """Start a chapter run: resolve profile and seed, set threads, dtype and figure style, open its claims.
+def setup(page: str, profile: str | None = None, seed: int | None = None,
+          default_seed: int = 0, prefix: str | None = None) -> tuple[Config, Claims]:
+    """Start a page run: resolve profile and seed, set threads, dtype and figure style, open its claims.
 
+    ``page`` is the page's name (file stem), ``prefix`` the start of its claim ids (default: the
+    page's name; the pages of a split chapter share the chapter's prefix, see :class:`Claims`).
     ``profile`` overrides ``$DROPNB_PROFILE`` (default ``book``); ``seed`` overrides ``$DROPNB_SEED``
-    (default ``default_seed``, the chapter's own). Prints one line describing the run.
+    (default ``default_seed``, the page's own). Prints one line describing the run.
     """
     import torch
 
@@ -51,6 +54,6 @@ def setup(chapter: str, profile: str | None = None, seed: int | None = None,
     torch.set_default_dtype(torch.float64)
     use_style()
     config = Config(profile=resolve_profile(profile), seed=resolve_seed(seed, default_seed), device=default_device())
-    claims = Claims(chapter, config.profile, device=config.device.type, seed=config.seed)
+    claims = Claims(page, config.profile, device=config.device.type, seed=config.seed, prefix=prefix)
     print(config.describe())
     return config, claims

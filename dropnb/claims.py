@@ -7,7 +7,7 @@ and a corrected one (which must hold). Each record
 
 * prints one readable line,
 * is glued into the notebook under its id (``myst_nb.glue``) so the prose can quote it,
-* is appended as one JSON object to ``<claims dir>/<chapter>.jsonl``,
+* is appended as one JSON object to ``<claims dir>/<page>.jsonl``,
 
 and a failing record raises :class:`ClaimFailed`, which stops the notebook, the book build and
 the tests.
@@ -24,9 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-import numpy as np
 
-from . import checks
 from .config import book_root
 
 CLAIMS_DIR_VARIABLE = "DROPNB_CLAIMS_DIR"
@@ -38,7 +36,6 @@ COMPARISONS = {
 }
 RELATIONS = {"close": "≈", "at_most": "≤", "at_least": "≥", "differs": "≠"}
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-UNIT_ROUNDOFF = float(np.finfo(np.float64).eps) / 2
 
 
 class ClaimFailed(AssertionError):
@@ -56,23 +53,6 @@ def holds(measured: float, target: float, comparison: str, tolerance: float) -> 
     if comparison == "differs":
         return abs(measured - target) > tolerance
     raise ValueError(f"comparison must be one of {sorted(COMPARISONS)}, got {comparison!r}")
-
-
-def roundoff_tolerance(operations: int) -> float:
-    """Forward-error bound γₙ = n·u/(1 − n·u) for ``operations`` = n rounded operations, u = 2⁻⁵³."""
-    if checks.integer(operations, "operations") * UNIT_ROUNDOFF >= 1:
-        raise checks.error("operations", "a positive integer with n·u < 1", operations)
-    nu = operations * UNIT_ROUNDOFF
-    return nu / (1 - nu)
-
-
-def hessian_cutoff(H) -> float:
-    """γ_n‖H‖_F with n = 10p²: the rounding bound for assembling a p × p Hessian and computing its
-    eigenvalues. An eigenvalue within it of zero counts as zero."""
-    H = np.asarray(H, dtype=np.float64)
-    if H.ndim != 2 or H.shape[0] != H.shape[1] or H.shape[0] == 0:
-        raise ValueError(f"H must be a non-empty square matrix, got shape {H.shape}")
-    return roundoff_tolerance(10 * H.shape[0] ** 2) * float(np.linalg.norm(H))
 
 
 def claims_dir() -> Path:
@@ -93,10 +73,16 @@ def _number(value: Any, name: str) -> float:
 
 @dataclass
 class Record:
-    """One claim or erratum, as written to the chapter's JSON-lines file."""
+    """One claim or erratum, as written to its page's JSON-lines file.
+
+    ``chapter`` is the id prefix (the chapter the claim belongs to), ``page`` the page that
+    records it (the file stem of ``chapters/<page>.md`` and of ``<page>.jsonl``); they differ where
+    a chapter is split over several pages.
+    """
 
     id: str
     chapter: str
+    page: str
     kind: str
     source: str
     statement: str
@@ -130,22 +116,33 @@ class Record:
 
 
 class Claims:
-    """The claims of one chapter run.
+    """The claims of one page run.
 
-    Creating it empties ``<claims dir>/<chapter>.jsonl``; each claim or erratum then appends a
+    ``page`` names the page (the file stem of ``chapters/<page>.md``): it keys the records file
+    ``<claims dir>/<page>.jsonl``, the ledger and the golden. ``prefix`` (default: ``page``) is
+    what every claim id must start with, followed by a dot: the pages of a chapter that is split
+    over several pages keep the chapter's ids, so ``Claims("landscape-networks-homogeneous", …,
+    prefix="landscape-networks")`` records ids ``landscape-networks.…``. A record's ``chapter`` is
+    the prefix and its ``page`` the page.
+
+    Creating it empties ``<claims dir>/<page>.jsonl``; each claim or erratum then appends a
     record. ``seconds`` defaults to the time since the previous record (or since creation).
     """
 
-    def __init__(self, chapter: str, profile: str, device: str = "cpu", directory: Path | None = None,
-                 seed: int | None = None):
-        if not _ID.match(chapter):
-            raise ValueError(f"chapter must be a lower-case identifier, got {chapter!r}")
-        self.chapter = chapter
+    def __init__(self, page: str, profile: str, device: str = "cpu", directory: Path | None = None,
+                 seed: int | None = None, prefix: str | None = None):
+        if not isinstance(page, str) or not _ID.match(page):
+            raise ValueError(f"page must be a lower-case identifier, got {page!r}")
+        prefix = page if prefix is None else prefix
+        if not isinstance(prefix, str) or not _ID.match(prefix):
+            raise ValueError(f"prefix must be a lower-case identifier, got {prefix!r}")
+        self.page = page
+        self.prefix = prefix
         self.profile = profile
         self.device = device
         self.seed = seed
         self.records: list[Record] = []
-        self.path = Path(directory or claims_dir()) / f"{chapter}.jsonl"
+        self.path = Path(directory or claims_dir()) / f"{page}.jsonl"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text("")
         self._clock = time.perf_counter()
@@ -167,7 +164,7 @@ class Claims:
         measured, target, tolerance = self._check_numbers(measured, target, tolerance)
         passed = holds(measured, target, comparison, tolerance)
         return self._record(
-            Record(id=self._new_id(id), chapter=self.chapter, kind="claim", source=source,
+            Record(id=self._new_id(id), chapter=self.prefix, page=self.page, kind="claim", source=source,
                    statement=statement, measured=measured, target=target, comparison=comparison,
                    tolerance=tolerance, basis=basis, passed=passed, profile=self.profile,
                    seconds=self._seconds(seconds), device=self.device, seed=self.seed)
@@ -197,7 +194,7 @@ class Claims:
             measured, printed_target, "differs", tolerance
         )
         return self._record(
-            Record(id=self._new_id(id), chapter=self.chapter, kind="erratum", source=source,
+            Record(id=self._new_id(id), chapter=self.prefix, page=self.page, kind="erratum", source=source,
                    statement=corrected, measured=measured, target=corrected_target, comparison="close",
                    tolerance=tolerance, basis=basis, passed=passed, profile=self.profile,
                    seconds=self._seconds(seconds), device=self.device, printed=printed,
@@ -205,7 +202,7 @@ class Claims:
         )
 
     def table(self):
-        """The chapter's closing table (Markdown): every record with its verdict."""
+        """The page's closing table (Markdown): every record with its verdict."""
         from IPython.display import Markdown
 
         return Markdown(markdown_table(self.records))
@@ -219,10 +216,10 @@ class Claims:
         return measured, target, tolerance
 
     def _new_id(self, id: str) -> str:
-        if not _ID.match(id) or not id.startswith(self.chapter + "."):
-            raise ValueError(f"id must be a lower-case identifier starting with '{self.chapter}.', got {id!r}")
+        if not _ID.match(id) or not id.startswith(self.prefix + "."):
+            raise ValueError(f"id must be a lower-case identifier starting with '{self.prefix}.', got {id!r}")
         if any(r.id == id for r in self.records):
-            raise ValueError(f"id {id!r} is already recorded in this chapter")
+            raise ValueError(f"id {id!r} is already recorded on this page")
         return id
 
     def _seconds(self, seconds: float | None) -> float:
@@ -257,7 +254,7 @@ def _glue(name: str, value: float) -> None:
 
 
 def load_records(directory: Path, chapters: Iterable[str] | None = None) -> dict[str, list[dict]]:
-    """The records per chapter found in ``directory`` (all ``*.jsonl``, or the named chapters)."""
+    """The records per page found in ``directory`` (all ``*.jsonl``, or the named pages)."""
     directory = Path(directory)
     names = sorted(p.stem for p in directory.glob("*.jsonl")) if chapters is None else list(chapters)
     records = {}

@@ -48,7 +48,7 @@ import numpy as np
 import torch
 
 from . import checks
-from .claims import roundoff_tolerance
+from .rounding import roundoff_tolerance
 from .deep import nuclear_norm
 from .engine import Run, Schedule, descend
 from .shrinkage import check_spectrum

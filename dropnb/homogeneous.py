@@ -54,7 +54,7 @@ import numpy as np
 from scipy.optimize import linprog
 
 from . import checks
-from .claims import UNIT_ROUNDOFF
+from .rounding import UNIT_ROUNDOFF
 from .engine import Run, Schedule, descend
 
 TWO_PI = 2 * np.pi

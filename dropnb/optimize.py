@@ -25,7 +25,7 @@ import torch
 from scipy.optimize import minimize as scipy_minimize
 
 from . import checks
-from .claims import UNIT_ROUNDOFF
+from .rounding import UNIT_ROUNDOFF
 
 Objective = Callable[[torch.Tensor], torch.Tensor]
 

@@ -13,7 +13,7 @@ from dropnb.claims import load_records
 from dropnb.notebooks import LEDGER, chapters_with_claims, execute
 
 pytestmark = pytest.mark.chapters
-REQUIRED_FIELDS = {"id", "chapter", "source", "statement", "measured", "target", "comparison",
+REQUIRED_FIELDS = {"id", "chapter", "page", "source", "statement", "measured", "target", "comparison",
                    "tolerance", "passed", "profile", "seed", "seconds"}
 
 
@@ -32,7 +32,8 @@ def test_every_claim_holds_at_quick(records):
     assert rs, f"chapter {name} recorded no claim"
     for record in rs:
         assert REQUIRED_FIELDS <= record.keys()
-        assert record["chapter"] == name and record["profile"] == "quick"
+        assert record["page"] == name and record["id"].startswith(record["chapter"] + ".")
+        assert record["profile"] == "quick"
         assert record["passed"], record["id"]
 
 
@@ -160,7 +161,7 @@ PLANTED_BUGS = {
         "landscape-networks.theorem12.negative-count",
     ),
     "the ReLU polar taken over the arc ends only": (
-        "landscape-networks",
+        "landscape-networks-homogeneous",
         "import numpy as np, dropnb.homogeneous as H\n"
         "def _ends_only(X, G, H=H):\n"
         "    start, _, _ = H.arcs(X)\n"

@@ -1,18 +1,17 @@
 """Claims and errata: comparisons, tolerances, records on disk and failures."""
 
 import json
-from fractions import Fraction
 
 import numpy as np
 import pytest
 
 from dropnb import claims as claims_module
 from dropnb import linear
-from dropnb.claims import (ClaimFailed, Claims, Record, holds, load_records, markdown_table,
-                           roundoff_tolerance)
+from dropnb.claims import ClaimFailed, Claims, Record, holds, load_records, markdown_table
+from dropnb.rounding import roundoff_tolerance
 from dropnb.masks import Bernoulli
 
-RECORD_FIELDS = {"id", "chapter", "source", "statement", "measured", "target", "comparison",
+RECORD_FIELDS = {"id", "chapter", "page", "source", "statement", "measured", "target", "comparison",
                  "tolerance", "passed", "profile", "seconds"}
 
 
@@ -65,32 +64,6 @@ def test_holds(comparison, measured, target, tolerance, expected):
 def test_holds_rejects_unknown_comparison():
     with pytest.raises(ValueError, match="^comparison must"):
         holds(1.0, 1.0, "equal", 0.1)
-
-
-# --- roundoff_tolerance ---------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("n", [1, 2, 10, 1000, 2**40])
-def test_roundoff_tolerance_is_gamma_n(n):
-    u = Fraction(1, 2**53)
-    exact = n * u / (1 - n * u)
-    # Three rounded operations (product, subtraction, division) in float64: relative error ≤ γ₃.
-    assert abs(Fraction(roundoff_tolerance(n)) - exact) <= Fraction(roundoff_tolerance(3)) * exact
-
-
-def test_roundoff_tolerance_of_one_operation():
-    assert roundoff_tolerance(1) == pytest.approx(2.0**-53, rel=2.0**-50)
-
-
-def test_roundoff_tolerance_increases():
-    values = [roundoff_tolerance(n) for n in (1, 2, 3, 100, 10**6)]
-    assert values == sorted(values) and len(set(values)) == len(values)
-
-
-@pytest.mark.parametrize("n", [0, -1, 2**53, 2**60])
-def test_roundoff_tolerance_rejects_bad_counts(n):
-    with pytest.raises(ValueError, match="^operations must"):
-        roundoff_tolerance(n)
 
 
 # --- records on disk ------------------------------------------------------------------------------
@@ -219,10 +192,31 @@ def test_erratum_nan_printed_target_raises(book):
         erratum(book, 1.0, float("nan"), 1.0)
 
 
-@pytest.mark.parametrize("chapter", ["Ch1", "", "ch 1", "-ch"])
-def test_bad_chapter_raises(tmp_path, chapter):
-    with pytest.raises(ValueError, match="^chapter must"):
-        Claims(chapter, "quick", directory=tmp_path)
+@pytest.mark.parametrize("page", ["Ch1", "", "ch 1", "-ch", None])
+def test_bad_page_raises(tmp_path, page):
+    with pytest.raises(ValueError, match="^page must"):
+        Claims(page, "quick", directory=tmp_path)
+
+
+@pytest.mark.parametrize("prefix", ["Ch1", "", "ch 1", 3])
+def test_bad_prefix_raises(tmp_path, prefix):
+    with pytest.raises(ValueError, match="^prefix must"):
+        Claims("ch1", "quick", directory=tmp_path, prefix=prefix)
+
+
+def test_a_page_records_ids_of_its_prefix_in_its_own_file(tmp_path):
+    page = Claims("ch1-part", "quick", directory=tmp_path, prefix="ch1")
+    record = claim(page, id="ch1.a")
+    assert (record.chapter, record.page) == ("ch1", "ch1-part")
+    assert lines(tmp_path / "ch1-part.jsonl")[0]["page"] == "ch1-part"
+    assert not (tmp_path / "ch1.jsonl").exists()
+    with pytest.raises(ValueError, match="starting with 'ch1.'"):
+        claim(page, id="ch1-part.b")
+
+
+def test_the_prefix_defaults_to_the_page(book):
+    assert book.prefix == book.page == "ch1"
+    assert claim(book, id="ch1.a").chapter == "ch1"
 
 
 def test_rejected_input_writes_nothing(book, tmp_path):
@@ -297,10 +291,3 @@ def test_claims_dir_defaults_to_the_book_build_folder(tmp_path, monkeypatch):
     (tmp_path / "chapters").mkdir()
     monkeypatch.chdir(tmp_path / "chapters")
     assert claims_module.claims_dir() == tmp_path.resolve() / "_build" / "claims"
-
-
-def test_hessian_cutoff_is_the_rounding_bound_of_a_square_matrix():
-    H = np.diag([3.0, -4.0])
-    assert claims_module.hessian_cutoff(H) == pytest.approx(claims_module.roundoff_tolerance(40) * 5.0)
-    with pytest.raises(ValueError, match="square"):
-        claims_module.hessian_cutoff(np.ones((2, 3)))

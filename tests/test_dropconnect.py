@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dropnb import dropconnect, linear
-from dropnb.claims import roundoff_tolerance
+from dropnb.rounding import roundoff_tolerance
 from dropnb.masks import Bernoulli
 
 FAST = settings(max_examples=25, deadline=None, database=None)

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dropnb import equalizer
-from dropnb.claims import roundoff_tolerance
+from dropnb.rounding import roundoff_tolerance
 
 
 def assert_equalizes(U, Q):

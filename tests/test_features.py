@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from dropnb import features, masks, structured
-from dropnb.claims import roundoff_tolerance
 from dropnb.engine import Schedule
+from dropnb.rounding import roundoff_tolerance
 
 
 @pytest.fixture(scope="module", autouse=True)

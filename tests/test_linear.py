@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from dropnb import linear
-from dropnb.claims import roundoff_tolerance
+from dropnb.rounding import roundoff_tolerance
 from dropnb.masks import Bernoulli, Blocks
 from helpers import random_finite
 

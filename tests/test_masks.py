@@ -8,7 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dropnb.claims import roundoff_tolerance
+from dropnb.rounding import roundoff_tolerance
 from dropnb.masks import Bernoulli, Blocks, Finite, MaskDistribution
 from helpers import random_finite
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from dropnb import deep, linear, optimize, training
-from dropnb.claims import roundoff_tolerance
+from dropnb.rounding import roundoff_tolerance
 from dropnb.masks import Bernoulli, Blocks, Finite
 from dropnb.engine import Run, log_checkpoints
 from dropnb.training import algorithm1
