@@ -83,3 +83,12 @@ def self_normalized_z(differences, axis: int | None = None) -> np.ndarray | floa
         raise ValueError("differences must not be all zero along the summed axis")
     z = np.sum(d, axis=axis) / scale
     return float(z) if np.ndim(z) == 0 else z
+
+
+def loss_bias_z(run, name: str) -> float:
+    """:func:`self_normalized_z` of the minibatch loss at every checkpoint step but the last (before
+    that step's update) minus the metric ``name`` at the same weights, over checkpoints and runs of a
+    :class:`dropnb.engine.Run`: approximately N(0, 1) when the loss is an unbiased estimate of the metric."""
+    if run.losses is None or name not in run.metrics:
+        raise ValueError(f"run must record losses and the metric {name!r}")
+    return self_normalized_z(run.losses[:, run.steps[:-1]].T - run.metrics[name][:-1])

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from dropnb import stats
 from dropnb.stats import self_normalized_z, simultaneous_z
 
 
@@ -26,3 +27,19 @@ def test_self_normalized_z_rejects_bad_input(bad):
 def test_simultaneous_z_is_the_bonferroni_quantile():
     assert simultaneous_z(1, 0.05) == pytest.approx(1.959964, abs=1e-6)
     assert simultaneous_z(10, 1e-3) > simultaneous_z(1, 1e-3)
+
+
+def test_loss_bias_z_of_an_unbiased_and_a_biased_loss():
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(4)
+    metric = rng.uniform(1, 2, (11, 50))  # checkpoints 0, 10, …, 100 of 50 runs
+    noise = rng.standard_normal((50, 100))
+    steps = np.arange(0, 101, 10)
+    losses = np.repeat(metric[:-1].T, 10, axis=1) + noise
+    z = stats.loss_bias_z(SimpleNamespace(steps=steps, losses=losses, metrics={"f": metric}), "f")
+    assert abs(z) < 5
+    biased = SimpleNamespace(steps=steps, losses=losses + 1.0, metrics={"f": metric})
+    assert stats.loss_bias_z(biased, "f") > 5
+    with pytest.raises(ValueError, match="losses"):
+        stats.loss_bias_z(SimpleNamespace(steps=steps, losses=None, metrics={"f": metric}), "f")
