@@ -20,6 +20,7 @@ import torch
 
 from dropnb import data, linear, masks, optimize, shrinkage, training
 from dropnb.config import configure_threads, default_device
+from dropnb.engine import Schedule, log_checkpoints
 
 D1, D2, RUNS = 120, 80, 50
 LAMBDAS = (0.1, 0.5, 1.0)
@@ -57,14 +58,14 @@ def engine(steps: int) -> None:
         mask = masks.Bernoulli(width, 1 / 1.5)
         generator = torch.Generator().manual_seed(0)
         started = time.perf_counter()
-        training.algorithm1(M, U0, V0, mask, 0.005, steps, generator, checkpoints=[0, steps], keep_weights=False,
+        training.algorithm1(M, U0, V0, mask, 0.005, steps, generator, checkpoints=[0, steps],
                             progress=False)
         batched = per_step(time.perf_counter() - started, steps)
         loop_steps = max(steps // 10, 20)
         started = time.perf_counter()
         for n in range(RUNS):
             training.algorithm1(M, U0[n:n + 1], V0[n:n + 1], mask, 0.005, loop_steps, generator,
-                                checkpoints=[0, loop_steps], keep_weights=False, progress=False)
+                                checkpoints=[0, loop_steps], progress=False)
         torch_loop = per_step(time.perf_counter() - started, loop_steps)
         started = time.perf_counter()
         numpy_loop(M, U0, V0, mask.retain, 0.005, loop_steps, rng)
@@ -85,9 +86,9 @@ def figure3() -> None:
             mask = masks.Bernoulli(width, 1 / (1 + lam))
             generator = torch.Generator(device=device).manual_seed(int(10 * lam) + width)
             t0 = time.perf_counter()
-            training.algorithm1(M, U0, V0, mask, training.inverse_time_decay(0.005, steps / 10), steps, generator,
-                                checkpoints=training.log_checkpoints(steps, 30), metrics=training.objective_metrics(M, mask),
-                                keep_weights=False, progress=False)
+            training.algorithm1(M, U0, V0, mask, Schedule.inverse_time(0.005, steps / 10, steps), steps, generator,
+                                checkpoints=log_checkpoints(steps, 30), metrics=training.objective_metrics(M, mask),
+                                progress=False)
             print(f"   r = {width}, λ = {lam}: {time.perf_counter() - t0:6.1f} s")
     print(f"   total {time.perf_counter() - started:.1f} s")
 
