@@ -51,9 +51,9 @@ def hessian_cutoff(H) -> float:
 def deep_regularizer_operations(sizes: Sequence[int]) -> int:
     """n = (k + 1)²·d_max³: a generous count of the rounded operations of one evaluation of the
     regularizer of a deep linear network with layer sizes ``sizes`` = (d₀, …, d_{k+1})."""
-    sizes = list(sizes)
-    if len(sizes) < 2 or any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1 for d in sizes):
-        raise ValueError(f"sizes must be at least two positive integers, got {sizes!r}")
+    sizes = [checks.integer(d, "sizes") for d in sizes]
+    if len(sizes) < 2:
+        raise checks.error("sizes", "at least two positive integers", sizes)
     return (len(sizes) - 1) ** 2 * max(sizes) ** 3
 
 
