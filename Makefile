@@ -7,7 +7,7 @@ READY := $(VENV)/.installed
 NAME ?= regularizer
 PROFILE ?= quick
 
-.PHONY: help book test unit chapter seeds paths goldens timings clean
+.PHONY: help book pdf browser test unit chapter seeds paths goldens timings clean
 
 help:  ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z]+):.*## /  make \1\t/' | expand -t 24
@@ -19,6 +19,14 @@ $(READY): requirements.txt pyproject.toml
 
 book: $(READY)  ## build the book into _build/html (profile: DROPNB_PROFILE, default book)
 	$(BIN)/jupyter-book build -W -n --keep-going .
+
+pdf: $(READY)  ## the whole book as one PDF, _build/pdf/dropout-derived.pdf (needs Chromium: make browser)
+	$(BIN)/jupyter-book build --builder singlehtml -W -n --keep-going .
+	$(BIN)/python -m dropnb.browser pdf _build/singlehtml _build/pdf/dropout-derived.pdf
+
+browser:  ## install Debian's chromium and chromium-driver (as root or through sudo): the browser test and the PDF need them
+	$(if $(filter 0,$(shell id -u)),,sudo) apt-get update -q
+	DEBIAN_FRONTEND=noninteractive $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -q chromium chromium-driver
 
 test: $(READY)  ## everything: unit tests, the chapters at quick (claims, goldens, planted bugs), the book build
 	$(BIN)/python -m pytest

@@ -6,8 +6,9 @@ Modules by concept:
   (thread counts of the numeric libraries), :mod:`~dropnb.claims` (claims and errata),
   :mod:`~dropnb.rounding` (rounding bounds and their operation counts),
   :mod:`~dropnb.notebooks` (executing chapters), :mod:`~dropnb.regression` (golden claim
-  records), :mod:`~dropnb.sphinxext` (the pages generated from the records), :mod:`~dropnb.plotting`
-  (figure style);
+  records), :mod:`~dropnb.render` (how numbers and claims read), :mod:`~dropnb.sphinxext` (the pages
+  generated from the records), :mod:`~dropnb.browser` (the built book in a real browser: layout
+  checks, the PDF), :mod:`~dropnb.plotting` (figure style);
 * masks and shallow networks: :mod:`~dropnb.masks` (dropout masks and their moments),
   :mod:`~dropnb.linear` (the shallow linear network with dropout), :mod:`~dropnb.equalizer`
   (equalizers), :mod:`~dropnb.shrinkage` (the closed-form global optimum),

@@ -5,7 +5,9 @@ origin is stated (``basis``): machine precision, a Monte-Carlo standard error, a
 tolerance. An *erratum* holds one measured value against a printed statement (which must fail)
 and a corrected one (which must hold). Each record
 
-* prints one readable line,
+* shows itself as a short Markdown block in a notebook (:func:`dropnb.render.claim_block`: the
+  verdict, the statement, measured against target with the tolerance and its origin, the full
+  record one click away) and prints one line elsewhere,
 * is glued into the notebook under its id (``myst_nb.glue``) so the prose can quote it,
 * is appended as one JSON object to ``<claims dir>/<page>.jsonl``,
 
@@ -26,15 +28,9 @@ from typing import Any, Iterable
 
 
 from .config import book_root
+from .render import COMPARISONS, RELATIONS, claim_block, claims_table
 
 CLAIMS_DIR_VARIABLE = "DROPNB_CLAIMS_DIR"
-COMPARISONS = {
-    "close": "|measured − target| ≤ tolerance",
-    "at_most": "measured ≤ target + tolerance",
-    "at_least": "measured ≥ target − tolerance",
-    "differs": "|measured − target| > tolerance",
-}
-RELATIONS = {"close": "≈", "at_most": "≤", "at_least": "≥", "differs": "≠"}
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
@@ -100,7 +96,7 @@ class Record:
     seed: int | None = None
 
     def _ipython_display_(self) -> None:
-        """Show nothing when a cell ends with a claim: its line is already printed."""
+        """Show nothing when a cell ends with a claim: it is already shown."""
 
     def line(self) -> str:
         """The printed one-line summary."""
@@ -202,10 +198,10 @@ class Claims:
         )
 
     def table(self):
-        """The page's closing table (Markdown): every record with its verdict."""
+        """The page's closing summary (Markdown): the totals, and every record in a table one click away."""
         from IPython.display import Markdown
 
-        return Markdown(markdown_table(self.records))
+        return Markdown(summary(self.records))
 
     def _check_numbers(self, measured: Any, target: Any, tolerance: Any) -> tuple[float, float, float]:
         measured = _number(measured, "measured")
@@ -233,20 +229,47 @@ class Claims:
         with self.path.open("a") as handle:
             handle.write(json.dumps(asdict(record), ensure_ascii=False) + "\n")
         _glue(record.id, record.measured)
-        print(record.line())
+        _show(record)
         if not record.passed:
             raise ClaimFailed(record.line())
         self._clock = time.perf_counter()
         return record
 
 
-def _glue(name: str, value: float) -> None:
-    """Glue ``value`` under ``name`` when running inside a kernel; a no-op elsewhere."""
+class ClaimView:
+    """A record as a notebook shows it: a Markdown block, with the one-line summary as plain text."""
+
+    def __init__(self, record: Record):
+        self.record = record
+
+    def _repr_markdown_(self) -> str:
+        return claim_block(self.record)
+
+    def __repr__(self) -> str:
+        return self.record.line()
+
+
+def _in_kernel() -> bool:
     try:
         from IPython import get_ipython
     except ImportError:  # pragma: no cover - IPython is a dependency of the notebooks
-        return
-    if get_ipython() is None:
+        return False
+    return get_ipython() is not None
+
+
+def _show(record: Record) -> None:
+    """Display the record's block inside a kernel; print its line elsewhere."""
+    if _in_kernel():
+        from IPython.display import display
+
+        display(ClaimView(record))
+    else:
+        print(record.line())
+
+
+def _glue(name: str, value: float) -> None:
+    """Glue ``value`` under ``name`` when running inside a kernel; a no-op elsewhere."""
+    if not _in_kernel():
         return
     from myst_nb import glue
 
@@ -265,31 +288,25 @@ def load_records(directory: Path, chapters: Iterable[str] | None = None) -> dict
     return records
 
 
-def format_value(value: float) -> str:
-    """A compact rendering of a measured value or tolerance."""
-    if value == 0:
-        return "0"
-    magnitude = abs(value)
-    return f"{value:.3g}" if 1e-3 <= magnitude < 1e4 else f"{value:.2e}"
+def totals(records: Iterable[Record | dict]) -> str:
+    """``"30 claims and 2 errata; all hold"`` (or how many fail)."""
+    records = [asdict(r) if isinstance(r, Record) else r for r in records]
+    errata = sum(r["kind"] == "erratum" for r in records)
+    failed = sum(not r["passed"] for r in records)
+    counted = f"{len(records) - errata} claim{'s' * (len(records) - errata != 1)}"
+    if errata:
+        counted += f" and {errata} errat{'a' if errata != 1 else 'um'}"
+    return f"{counted}; " + ("all hold" if not failed else f"**{failed} fail**")
 
 
-def table_cell(text: str) -> str:
-    """Text made safe for a Markdown table cell (pipes escaped; LaTeX's \\| survives the table parser)."""
-    return text.replace("|", "\\|")
-
-
-def markdown_table(records: Iterable[Record | dict]) -> str:
-    """A Markdown table of records: id, statement, measured, target, tolerance and verdict."""
-    rows = ["| claim | statement | measured | target | tolerance | result |", "|---|---|---|---|---|---|"]
-    for record in records:
-        r = asdict(record) if isinstance(record, Record) else record
-        relation = RELATIONS[r["comparison"]]
-        statement = r["statement"]
-        if r["kind"] == "erratum":
-            statement = f"**Erratum.** {statement} (printed: {r['printed']}, gives {format_value(r['printed_target'])})"
-        statement = table_cell(f"{statement} *[{r['source']}]*")
-        rows.append(
-            f"| `{r['id']}` | {statement} | {format_value(r['measured'])} | {relation} {format_value(r['target'])} "
-            f"| {format_value(r['tolerance'])} | {'pass' if r['passed'] else '**FAIL**'} |"
-        )
-    return "\n".join(rows)
+def summary(records: Iterable[Record | dict]) -> str:
+    """A page's closing summary: its totals, with the table of its records behind one click."""
+    records = list(records)
+    return "\n".join([
+        '<details class="claims-summary">',
+        f"<summary>{totals(records).replace('**', '')}: the table</summary>",
+        "",
+        claims_table(records),
+        "",
+        "</details>",
+    ])

@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+from tqdm import tqdm  # the text bar: tqdm.auto warns in a kernel without ipywidgets
 
 from .checks import integer, positive
 

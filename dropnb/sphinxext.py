@@ -1,32 +1,44 @@
 """Sphinx extension of the book: pages generated from the chapters' claim records.
 
-* ``claims-report`` directive (option ``:show: claims | errata | runs``) renders the records in
+* ``claims-report`` directive (option ``:show: claims | errata | runs``, or ``claim`` with ``:id:``
+  for one claim's block) renders the records in
   ``$DROPNB_CLAIMS_DIR`` (set here to ``<book>/_build/claims`` unless given) as MyST tables, and
   warns (an error under ``-W``) when a chapter's recorded ids differ from the committed ledger.
 * The report pages (config ``dropnb_report_pages``) are read after every other page, so the
   chapters have executed and written their records first, and are re-read on every build.
-* Every notebook page offers its executed ``.ipynb`` for download.
+* Glued numbers in the prose are written readably (``2,140``, ``1.2 × 10⁻¹⁶``), never in
+  e-notation.
+* Every notebook page offers its executed ``.ipynb`` for download, cleaned for a reader
+  (:func:`downloadable`).
+* The stylesheet ``dropnb/static/dropnb.css`` lays out claims, claim tables and figures for any
+  column width and for print; the footer names the commit the book was built from.
 * The book offers no live-code (Thebe) button, so Thebe's loader, which names a remote script,
   is left out of the pages: no page references anything outside the built site.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import platform
-import shutil
+import re
+import subprocess
 from importlib.metadata import version
 from pathlib import Path
 
+import nbformat
 from docutils import nodes
 from docutils.statemachine import StringList
 from sphinx.util import logging
+from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util.docutils import SphinxDirective
 
-from .claims import CLAIMS_DIR_VARIABLE, format_value, load_records, markdown_table, table_cell
+from .claims import CLAIMS_DIR_VARIABLE, load_records, totals
+from .render import claim_block, claims_table, readable_text
 
 logger = logging.getLogger(__name__)
+NUMBER_CELL = re.compile(r"^\s*[≈≤≥≠<>]?\s*[−+-]?[\d.,]+(?:\u202f×\u202f10[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+)?\s*%?\s*$")
 PACKAGES = ("numpy", "torch", "matplotlib", "jupyter-book", "sphinx", "myst-nb", "papermill")
 
 
@@ -42,19 +54,26 @@ def _ledger(app) -> dict[str, list[str]]:
 class ClaimsReport(SphinxDirective):
     """Render the chapters' records: all claims, the errata, or the run summary."""
 
-    option_spec = {"show": lambda value: value.strip()}
+    option_spec = {"show": lambda value: value.strip(), "id": lambda value: value.strip()}
 
     def run(self) -> list[nodes.Node]:
         show = self.options.get("show", "claims")
-        if show not in ("claims", "errata", "runs"):
-            raise self.error(f"claims-report :show: must be claims, errata or runs, got {show!r}")
+        if show not in ("claims", "errata", "runs", "claim"):
+            raise self.error(f"claims-report :show: must be claims, errata, runs or claim, got {show!r}")
         ledger = _ledger(self.env.app)
         records = load_records(_claims_dir(), ledger)
+        if show == "claim":
+            return self._one(records)
         self._check_against_ledger(ledger, records)
-        text = {"claims": self._claims, "errata": self._errata, "runs": self._runs}[show](ledger, records)
-        container = nodes.container()
-        self.state.nested_parse(StringList(text.splitlines(), source=self.env.docname), self.content_offset, container)
-        return container.children
+        return {"claims": self._claims, "errata": self._errata, "runs": self._runs}[show](ledger, records)
+
+    def _one(self, records) -> list[nodes.Node]:
+        """The block of the claim named by ``:id:``, as its page shows it."""
+        wanted = self.options.get("id")
+        found = [r for rs in records.values() for r in rs if r["id"] == wanted]
+        if not found:
+            raise self.error(f"claims-report :id: must name a recorded claim, got {wanted!r}")
+        return self._parse(claim_block(found[0]), nodes.container()).children
 
     def _check_against_ledger(self, ledger, records) -> None:
         for chapter, ids in ledger.items():
@@ -67,46 +86,70 @@ class ClaimsReport(SphinxDirective):
                     location=self.get_location(),
                 )
 
-    def _chapter_link(self, chapter: str) -> str:
-        docname = next((d for d in sorted(self.env.found_docs) if d.rsplit("/", 1)[-1] == chapter), None)
-        return f"{{doc}}`/{docname}`" if docname else f"`{chapter}`"
+    def _parse(self, text: str, parent: nodes.Element) -> nodes.Element:
+        self.state.nested_parse(StringList(text.splitlines(), source=self.env.docname), self.content_offset, parent)
+        return parent
 
-    def _claims(self, ledger, records) -> str:
-        parts = []
-        for chapter in ledger:
-            chapter_records = records.get(chapter, [])
-            passed = sum(r["passed"] for r in chapter_records)
-            profiles = ", ".join(sorted({r["profile"] for r in chapter_records})) or "none"
-            parts += [
-                f"**Chapter {self._chapter_link(chapter)}**: {passed} of {len(chapter_records)} records "
-                f"hold (profile {profiles}).",
-                "",
-                markdown_table(chapter_records),
-                "",
-            ]
-        return "\n".join(parts)
+    def _docname(self, page: str) -> str | None:
+        return next((d for d in sorted(self.env.found_docs) if d.rsplit("/", 1)[-1] == page), None)
 
-    def _errata(self, ledger, records) -> str:
-        rows = ["| erratum | source | printed | corrected | measured | printed gives | corrected gives "
-                "| tolerance | result |", "|---|---|---|---|---|---|---|---|---|"]
-        for chapter in ledger:
-            for r in records.get(chapter, []):
-                if r["kind"] == "erratum":
-                    rows.append(
-                        f"| `{r['id']}` | {table_cell(r['source'])} | {table_cell(r['printed'])} | {table_cell(r['statement'])} "
-                        f"| {format_value(r['measured'])} | {format_value(r['printed_target'])} "
-                        f"| {format_value(r['target'])} | {format_value(r['tolerance'])} "
-                        f"| {'corrected statement holds' if r['passed'] else '**FAIL**'} |"
-                    )
-        return "\n".join(rows) if len(rows) > 2 else "No erratum is recorded yet."
+    def _page_link(self, page: str) -> str:
+        docname = self._docname(page)
+        return f"{{doc}}`/{docname}`" if docname else f"`{page}`"
 
-    def _runs(self, ledger, records) -> str:
-        rows = ["| chapter | profile | device | claims | errata | passed | seconds in claims |",
+    def _section(self, page: str, kind: str, text: str) -> nodes.section:
+        """A section titled with the page's title, holding ``text`` (MyST)."""
+        docname = self._docname(page)
+        title = self.env.titles[docname].astext() if docname in self.env.titles else page
+        ident = nodes.make_id(f"{kind}-{page}")
+        section = nodes.section(ids=[ident], names=[ident])
+        section += nodes.title(title, title)
+        self.state.document.note_implicit_target(section, section)
+        return self._parse(text, section)
+
+    def _claim_href(self, record: dict) -> str:
+        """Where a claim's block is: its page and anchor (one page in the single-page build)."""
+        if self.env.app.builder.name == "singlehtml":
+            return f"#{record['id']}"
+        docname = self._docname(record["page"])
+        here = self.env.docname.rsplit("/", 1)[0] + "/" if "/" in self.env.docname else ""
+        target = docname[len(here):] if docname and docname.startswith(here) else (docname or record["page"])
+        return f"{target}.html#{record['id']}"
+
+    def _claims(self, ledger, records) -> list[nodes.Node]:
+        rows = ["| page | claims | errata | hold |", "|---|---|---|---|"]
+        for page in ledger:
+            rs = records.get(page, [])
+            errata, held = sum(r["kind"] == "erratum" for r in rs), sum(r["passed"] for r in rs)
+            rows.append(f"| {self._page_link(page)} | {len(rs) - errata} | {errata} "
+                        f"| {'all' if rs and held == len(rs) else f'**{held} of {len(rs)}**'} |")
+        every = [r for page in ledger for r in records.get(page, [])]
+        overview = self._parse(f"Over the whole book: {totals(every)}.\n\n" + "\n".join(rows), nodes.container())
+        sections = []
+        for page in ledger:
+            rs = records.get(page, [])
+            profiles = ", ".join(sorted({r["profile"] for r in rs})) or "none"
+            text = (f"{totals(rs)} (profile {profiles}). Each id links to the claim on its page.\n\n"
+                    + claims_table(rs, href=self._claim_href))
+            sections.append(self._section(page, "claims", text))
+        return [*overview.children, *sections]
+
+    def _errata(self, ledger, records) -> list[nodes.Node]:
+        sections = []
+        for page in ledger:
+            errata = [r for r in records.get(page, []) if r["kind"] == "erratum"]
+            if errata:
+                text = f"From {self._page_link(page)}:\n\n" + "\n\n".join(claim_block(r) for r in errata)
+                sections.append(self._section(page, "errata", text))
+        return sections or self._parse("No erratum is recorded yet.", nodes.container()).children
+
+    def _runs(self, ledger, records) -> list[nodes.Node]:
+        rows = ["| page | profile | device | claims | errata | passed | seconds in claims |",
                 "|---|---|---|---|---|---|---|"]
         for chapter in ledger:
             rs = records.get(chapter, [])
             rows.append(
-                f"| {self._chapter_link(chapter)} | {', '.join(sorted({r['profile'] for r in rs}))} "
+                f"| {self._page_link(chapter)} | {', '.join(sorted({r['profile'] for r in rs}))} "
                 f"| {', '.join(sorted({r['device'] for r in rs}))} | {sum(r['kind'] == 'claim' for r in rs)} "
                 f"| {sum(r['kind'] == 'erratum' for r in rs)} | {sum(r['passed'] for r in rs)} of {len(rs)} "
                 f"| {sum(r['seconds'] for r in rs):.1f} |"
@@ -114,7 +157,24 @@ class ClaimsReport(SphinxDirective):
         env = ["", "This build ran on:", "", "| software | version |", "|---|---|",
                f"| Python | {platform.python_version()} ({platform.machine()}) |"]
         env += [f"| {name} | {version(name)} |" for name in PACKAGES]
-        return "\n".join(rows + env)
+        return self._parse("\n".join(rows + env), nodes.container()).children
+
+
+class ReadableNumbers(SphinxPostTransform):
+    """Glued numbers in the prose read ``2,140`` or ``1.2 × 10⁻¹⁶``, never ``2.14e+03``; table
+    cells that hold a number are marked ``number`` so that the stylesheet keeps them whole."""
+
+    default_priority = 900  # after myst-nb has pasted the glue of other pages
+
+    def run(self, **kwargs) -> None:
+        for node in list(self.document.findall(nodes.inline)):
+            if "pasted-text" in node["classes"]:
+                text = node.astext()
+                if readable_text(text) != text:
+                    node.children = [nodes.Text(readable_text(text))]
+        for cell in self.document.findall(nodes.entry):
+            if NUMBER_CELL.match(cell.astext()):
+                cell["classes"].append("number")
 
 
 def _set_claims_dir(app, config) -> None:
@@ -134,14 +194,51 @@ def _read_reports_last(app, env, docnames: list[str]) -> None:
     docnames[:] = [d for d in docnames if d not in reports] + reports
 
 
+def downloadable(notebook: nbformat.NotebookNode, root: Path, repository: str) -> nbformat.NotebookNode:
+    """The executed notebook as a reader downloads it.
+
+    Streams to stderr (progress bars, library notices) are dropped, as on the page; the build
+    machine's paths become relative to the book's top folder; a first cell says where the
+    notebook comes from and how to get the package it imports.
+    """
+    notebook = copy.deepcopy(notebook)
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [o for o in cell.outputs if not (o.output_type == "stream" and o.name == "stderr")]
+    text = json.dumps(notebook, ensure_ascii=False).replace(str(root.resolve()) + "/", "").replace(str(root.resolve()), ".")
+    notebook = nbformat.reads(text, as_version=4)
+    origin = (f"This notebook is a page of *Dropout, derived*, an executable book on the theory of dropout "
+              f"({repository}). It imports the book's package `dropnb`: clone the repository, run "
+              "`pip install -r requirements.txt` in it, and open the notebook from the folder `chapters/`.")
+    notebook.cells.insert(0, nbformat.v4.new_markdown_cell(origin))
+    return notebook
+
+
 def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
     executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
     if doctree is None or not executed.is_file() or context.get("ipynb_source"):
         return
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(executed, target)
+    repository = app.config.html_theme_options.get("repository_url", "")
+    nbformat.write(downloadable(nbformat.read(executed, as_version=4), Path(app.srcdir), repository), target)
     context["ipynb_source"] = f"{pagename}.ipynb"
+
+
+def _stylesheet(app, config) -> None:
+    config.html_static_path.append(str(Path(__file__).parent / "static"))
+
+
+def _footer(app, config) -> None:
+    """Add the commit the book was built from to the footer (the date is Sphinx's 'last updated')."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=app.srcdir, capture_output=True,
+                                text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return
+    options = dict(config.html_theme_options)
+    options["extra_footer"] = (options.get("extra_footer") or "") + f"<p>Built from commit <code>{commit}</code>.</p>"
+    config.html_theme_options = options
 
 
 def _drop_thebe(app, pagename, templatename, context, doctree) -> None:
@@ -156,7 +253,11 @@ def setup(app):
     app.add_config_value("dropnb_report_pages", [], "env")
     app.add_config_value("dropnb_ledger", "chapters/ledger.json", "env")
     app.add_directive("claims-report", ClaimsReport)
+    app.add_post_transform(ReadableNumbers)
+    app.add_css_file("dropnb.css")
     app.connect("config-inited", _set_claims_dir)
+    app.connect("config-inited", _stylesheet)
+    app.connect("config-inited", _footer)
     app.connect("env-get-outdated", _always_outdated)
     app.connect("env-before-read-docs", _read_reports_last)
     app.connect("html-page-context", _offer_notebook, priority=400)

@@ -7,7 +7,7 @@ import pytest
 
 from dropnb import claims as claims_module
 from dropnb import linear
-from dropnb.claims import ClaimFailed, Claims, Record, holds, load_records, markdown_table
+from dropnb.claims import ClaimFailed, Claims, Record, holds, load_records, summary
 from dropnb.rounding import roundoff_tolerance
 from dropnb.masks import Bernoulli
 
@@ -251,30 +251,24 @@ def test_load_records_round_trip(tmp_path):
     assert load_records(tmp_path, ["ch2", "missing"]) == {"ch2": [vars(other)]}
 
 
-def test_markdown_table_lists_every_record(book):
+def test_summary_counts_and_tabulates_every_record(book):
     records = [claim(book, id="ch1.a"), claim(book, id="ch1.b", comparison="at_most"),
                erratum(book, 4.0, 1.0, 4.0)]
-    table = markdown_table(records)
-    assert all(f"`{r.id}`" in table for r in records)
-    assert len(table.splitlines()) == 2 + len(records)
-    assert "**Erratum.**" in table
+    text = summary(records)
+    assert "2 claims and 1 erratum; all hold" in text
+    assert text.count("\n| ✓ |") == len(records)
+    assert "**Erratum.**" in text
 
 
-def test_markdown_table_accepts_loaded_records(book, tmp_path):
+def test_summary_accepts_loaded_records(book, tmp_path):
     claim(book, id="ch1.a")
-    assert markdown_table(load_records(tmp_path)["ch1"]) == markdown_table(book.records)
+    assert summary(load_records(tmp_path)["ch1"]) == summary(book.records)
 
 
-def test_markdown_table_escapes_pipes(book):
-    record = book.claim("ch1.p", source="s", statement="|a| ≤ 1", measured=0.5, target=1.0, tolerance=0.0,
-                        basis="b", comparison="at_most")
-    assert "\\|a\\| ≤ 1" in markdown_table([record])
-
-
-def test_markdown_table_marks_failures(book):
+def test_summary_marks_failures(book):
     with pytest.raises(ClaimFailed):
         claim(book, measured=3.0)
-    assert "**FAIL**" in markdown_table(book.records)
+    assert "1 fail" in summary(book.records) and "**✗ FAIL**" in summary(book.records)
 
 
 def test_claims_dir_variable_is_honoured(tmp_path, monkeypatch):

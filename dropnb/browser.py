@@ -1,0 +1,234 @@
+"""The built book in a real browser: serve it, measure its layout, print it to PDF.
+
+Uses Debian's ``chromium`` and ``chromium-driver`` through Selenium; nothing is downloaded.
+
+* :func:`serve` serves a built folder on 127.0.0.1 for the time of a ``with`` block.
+* :func:`browser` starts headless Chromium at a window width (CSS pixels).
+* :func:`layout_problems` loads a page, waits for MathJax, and lists what a reader would find
+  broken: a claim, table or figure wider than the text column, a table cell whose content is
+  cut, a number broken over two lines, a figure scaled down so far that its labels shrink, a
+  figure without caption or description.
+* :func:`print_pdf` prints a page (the single-page build of the book) to a PDF file.
+
+Command line: ``python -m dropnb.browser pdf _build/singlehtml _build/pdf/dropout-derived.pdf``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import functools
+import http.server
+import re
+import shutil
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+BROWSER = "chromium"
+DRIVER = "chromedriver"
+MISSING = ("no browser: install Debian's chromium and chromium-driver "
+           "(apt-get install chromium chromium-driver) to render the book in a real browser")
+# A figure drawn at the book's 110 dpi with 10-point labels keeps them at 12 px or more on
+# screen when it is shown at no less than this fraction of its natural size.
+SMALLEST_FIGURE_SCALE = 0.8
+
+
+def available() -> bool:
+    """Whether Chromium and its driver are installed."""
+    return shutil.which(BROWSER) is not None and shutil.which(DRIVER) is not None
+
+
+@contextmanager
+def serve(folder: Path) -> Iterator[str]:
+    """Serve ``folder`` over HTTP on 127.0.0.1; yields the base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+@contextmanager
+def browser(width: int, height: int = 900):
+    """Headless Chromium with a window ``width`` × ``height`` CSS pixels (a Selenium driver)."""
+    if not available():
+        raise RuntimeError(MISSING)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which(BROWSER)
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--hide-scrollbars", f"--window-size={width},{height}", "--force-device-scale-factor=1"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(executable_path=shutil.which(DRIVER)), options=options)
+    # A window is never narrower than about 500 px: emulate the screen to reach a phone's width.
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 800})
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+_WAIT_FOR_MATHJAX = """
+const done = arguments[arguments.length - 1];
+const images = Array.from(document.images).map(img => img.complete ? null : img.decode().catch(() => null));
+const typeset = (window.MathJax && MathJax.startup && MathJax.startup.promise) ? MathJax.startup.promise : null;
+Promise.all([typeset, ...images]).then(() => done(true), () => done(false));
+"""
+
+_PROBLEMS = """
+const smallest = arguments[0], checkFigureScale = arguments[1];
+const problems = [];
+const article = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+const column = article.getBoundingClientRect();
+const name = el => {
+  const id = el.id || (el.closest('[id]') || {}).id || '';
+  return `${el.tagName.toLowerCase()}${el.className && typeof el.className === 'string' ? '.' + el.className.split(' ')[0] : ''}#${id}`;
+};
+const outside = r => r.width > 0 && (r.right > column.right + 1 || r.left < column.left - 1);
+// What a closed <details> holds is not shown (Chrome still lays it out): it is checked once opened.
+const hidden = el => { const d = el.closest('details:not([open])'); return d !== null && !el.closest('summary'); };
+// A box that scrolls sideways shows all of its content: a table may be wider than the column there.
+const scrolls = el => ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
+const inScroller = el => { for (let p = el.parentElement; p && p !== article; p = p.parentElement) if (scrolls(p)) return true; return false; };
+// Claims, tables and figures (and everything inside them) stay in the text column.
+for (const el of article.querySelectorAll('.claim, table, figure, img, .claims-table, details.claims-summary')) {
+  if (hidden(el)) continue;
+  const r = el.getBoundingClientRect();
+  const fits = el.closest('.claims-table, .claim') !== null || !inScroller(el);
+  if (fits && outside(r)) problems.push(`${name(el)} overflows the column (${Math.round(r.left)}–${Math.round(r.right)} px, column ${Math.round(column.left)}–${Math.round(column.right)} px)`);
+  if (el.tagName === 'TABLE' && el.closest('.claims-table')) {
+    const box = el.parentElement;
+    if (el.scrollWidth > box.clientWidth + 1) problems.push(`${name(el)} is wider (${el.scrollWidth} px) than its box (${box.clientWidth} px)`);
+  }
+}
+for (const el of article.querySelectorAll('.claim mjx-container, table mjx-container, .claim code, table code, .claim strong, table td, table th')) {
+  if (hidden(el) || (inScroller(el) && !el.closest('.claims-table'))) continue;
+  const r = el.getBoundingClientRect();
+  if (outside(r)) problems.push(`${name(el)} inside a claim or table overflows the column: "${el.textContent.slice(0, 60)}"`);
+}
+// No cell cuts its content.
+for (const cell of article.querySelectorAll('td, th')) {
+  if (hidden(cell)) continue;
+  if (cell.scrollWidth > cell.clientWidth + 1) problems.push(`a table cell cuts its content: "${cell.textContent.slice(0, 60)}"`);
+}
+// No number is broken over two lines.
+// A number: digits with separators, a sign only where no letter or digit precedes it (not "rank-2").
+const number = /(?<![\\p{L}\\p{N}.\\-−])[−-]?\\d[\\d,.]*(?:\\u202f×\\u202f10[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+)?/gu;
+for (const root of article.querySelectorAll('.claim, table')) {
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    if (node.parentElement.closest('mjx-container') || hidden(node.parentElement)) continue;
+    for (const match of node.data.matchAll(number)) {
+      const range = document.createRange();
+      range.setStart(node, match.index);
+      range.setEnd(node, match.index + match[0].length);
+      const tops = new Set(Array.from(range.getClientRects()).filter(r => r.width > 0).map(r => Math.round(r.top)));
+      if (tops.size > 1) problems.push(`a number is broken over two lines: "${match[0]}"`);
+    }
+  }
+}
+// Figures: a caption, a description, and labels that stay readable.
+for (const figure of article.querySelectorAll('figure')) {
+  const img = figure.querySelector('img');
+  if (!img) continue;
+  if (!figure.querySelector('figcaption')) problems.push(`a figure has no caption: ${img.getAttribute('src')}`);
+  const alt = img.getAttribute('alt') || '';
+  if (alt.length < 20 || /\\.(png|svg|jpe?g)$/.test(alt)) problems.push(`a figure has no description (alt "${alt}")`);
+}
+if (checkFigureScale) {
+  for (const img of article.querySelectorAll('img')) {
+    if (img.naturalWidth > 0 && img.clientWidth / img.naturalWidth < smallest)
+      problems.push(`a figure is shown at ${(100 * img.clientWidth / img.naturalWidth).toFixed(0)} % of its size (${img.naturalWidth} px wide): its labels shrink below 12 px`);
+  }
+}
+return problems;
+"""
+
+
+def load(driver, url: str) -> None:
+    """Open ``url`` and wait until MathJax has typeset the page and its images are decoded."""
+    driver.set_script_timeout(60)
+    driver.get(url)
+    driver.execute_async_script(_WAIT_FOR_MATHJAX)
+
+
+def layout_problems(driver, url: str, figure_scale: bool = True) -> list[str]:
+    """Load ``url`` in ``driver`` and list its layout problems (see the module docstring)."""
+    load(driver, url)
+    return driver.execute_script(_PROBLEMS, SMALLEST_FIGURE_SCALE, figure_scale)
+
+
+def screenshot(driver, path: Path) -> None:
+    """A PNG of the whole page as loaded, at the window's width."""
+    width, height = driver.execute_script(
+        "return [window.innerWidth, document.documentElement.scrollHeight]")
+    metrics = {"width": width, "height": min(int(height), 16000), "deviceScaleFactor": 1, "mobile": width < 800}
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+    driver.save_screenshot(str(path))
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics | {"height": 900})
+
+
+def print_pdf(url: str, path: Path) -> Path:
+    """Print ``url`` (A4, backgrounds, the page's print stylesheet) to the PDF file ``path``."""
+    from selenium.webdriver.common.print_page_options import PrintOptions
+
+    options = PrintOptions()
+    options.page_width, options.page_height = 21.0, 29.7
+    options.margin_top = options.margin_bottom = options.margin_left = options.margin_right = 1.5
+    options.background = True
+    with browser(1200) as driver:
+        driver.command_executor._client_config.timeout = 900  # printing the whole book takes minutes
+        load(driver, url)
+        data = driver.print_page(options)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(base64.b64decode(data))
+    return path
+
+
+def start_page(folder: Path) -> str:
+    """The single page of a single-page build, placed at the folder's top.
+
+    Jupyter Book writes ``index.html`` as a redirect to the root page (``chapters/intro.html``),
+    whose links to ``_static/`` and ``_images/`` are relative to the top folder; a copy at the top
+    resolves them.
+    """
+    redirect = re.search(r'http-equiv="Refresh" content="0; url=([^"]+)"', (folder / "index.html").read_text())
+    if not redirect:
+        return "index.html"
+    shutil.copyfile(folder / redirect.group(1), folder / "book.html")
+    return "book.html"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m dropnb.browser", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    pdf = commands.add_parser("pdf", help="print the single-page build of the book to a PDF file")
+    pdf.add_argument("folder", type=Path, help="the single-page build (holds index.html)")
+    pdf.add_argument("output", type=Path, help="the PDF file to write")
+    args = parser.parse_args(argv)
+    if not (args.folder / "index.html").is_file():
+        parser.error(f"folder must hold a single-page build (index.html), got {args.folder}")
+    if not available():
+        parser.error(MISSING)
+    with serve(args.folder) as base:
+        written = print_pdf(f"{base}/{start_page(args.folder)}", args.output)
+    print(f"wrote {written} ({written.stat().st_size / 1e6:.1f} MB)")
+
+
+if __name__ == "__main__":
+    main()

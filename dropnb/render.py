@@ -1,0 +1,185 @@
+"""How the book shows numbers and claim records to a reader.
+
+* :func:`readable` writes a number in plain positional notation or as ``m × 10ᵏ``, never in
+  e-notation; :func:`readable_text` rewrites the e-notation inside a text (the book applies it to
+  every glued number in the prose).
+* :func:`claim_block` is one claim or erratum as a short Markdown block that wraps in any column:
+  verdict and statement, then measured value, target and tolerance with the tolerance's origin,
+  then the source; the full record is one click away (a ``<details>`` element).
+* :func:`claims_table` is a table of records whose columns stack into labelled lines on a narrow
+  screen (the book's stylesheet, ``chapters/_static/claims.css``).
+
+The Markdown is MyST with raw HTML wrappers (``<div>``, ``<details>``) on lines of their own, so
+it reads the same in the built book and in Jupyter.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, is_dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+RELATIONS = {"close": "≈", "at_most": "≤", "at_least": "≥", "differs": "≠"}
+COMPARISONS = {
+    "close": "|measured − target| ≤ tolerance",
+    "at_most": "measured ≤ target + tolerance",
+    "at_least": "measured ≥ target − tolerance",
+    "differs": "|measured − target| > tolerance",
+}
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+_E_NOTATION = re.compile(r"(?<![\w.])([-+]?\d+(?:\.\d+)?)[eE]([-+]?\d+)(?![\w.])")
+_MATH = re.compile(r"(\$[^$]+\$)")
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>#])")
+NARROW_SPACE = "\u202f"  # a narrow no-break space: a number never breaks across lines
+
+
+def _power(mantissa: str, exponent: int) -> str:
+    return f"{mantissa}{NARROW_SPACE}×{NARROW_SPACE}10{str(exponent).translate(_SUPERSCRIPT)}"
+
+
+def readable(value: float, digits: int = 3) -> str:
+    """``value`` to ``digits`` significant digits: positional for 10⁻³ ≤ |value| < 10⁵, else ``m × 10ᵏ``.
+
+    Thousands are grouped with commas (``12,345``); infinities read ``∞``.
+    """
+    value = float(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "∞" if value > 0 else "−∞"
+    if value == 0:
+        return "0"
+    exponent = math.floor(math.log10(abs(float(f"{value:.{digits - 1}e}"))))
+    if -3 <= exponent < digits:
+        text = f"{value:.{digits}g}"
+    elif digits <= exponent < 5:
+        text = f"{round(value, digits - 1 - exponent):,.0f}"
+    else:
+        mantissa, power = f"{value:.{digits - 1}e}".split("e")
+        text = _power(mantissa, int(power))
+    return text.replace("-", "−")
+
+
+def readable_text(text: str) -> str:
+    """``text`` with every number in e-notation (``2.14e+03``, ``1.0e-16``) written readably."""
+
+    def rewrite(match: re.Match) -> str:
+        mantissa, exponent = match.group(1), int(match.group(2))
+        if -4 <= exponent <= 4:
+            value = float(match.group(0))
+            decimals = max(len(mantissa.split(".")[1]) if "." in mantissa else 0, 0) - exponent
+            return f"{value:,.{max(decimals, 0)}f}"
+        return _power(mantissa, exponent)
+
+    return _E_NOTATION.sub(rewrite, text)
+
+
+def plain(text: str) -> str:
+    """``text`` as literal Markdown: specials escaped outside ``$…$`` math, which is kept."""
+    parts = _MATH.split(text)
+    return "".join(part if index % 2 else _MARKDOWN_SPECIAL.sub(r"\\\1", part) for index, part in enumerate(parts))
+
+
+def basis_text(basis: str) -> str:
+    """The origin of a tolerance as Markdown, with γₙ written as in the prose."""
+    return plain(basis.replace("γ_n", "γₙ"))
+
+
+def _fields(record: Any) -> dict:
+    if is_dataclass(record):
+        return asdict(record)
+    if isinstance(record, Mapping):
+        return dict(record)
+    raise TypeError(f"record must be a Record or a mapping, got {type(record).__name__}")
+
+
+def comparison_text(r: Mapping) -> str:
+    """Measured value against the target: ``3.1 × 10⁻¹⁶ ≤ 0 + 2.3 × 10⁻¹³``, numbers in bold."""
+    measured, target, tolerance = (readable(r[k]) for k in ("measured", "target", "tolerance"))
+    relation = RELATIONS[r["comparison"]]
+    if r["comparison"] == "close":
+        return f"measured **{measured}** ≈ **{target}** within **{tolerance}**"
+    if r["comparison"] == "differs":
+        return f"measured **{measured}** ≠ **{target}** by more than **{tolerance}**"
+    if r["tolerance"] == 0:
+        return f"measured **{measured}** {relation} bound **{target}**"
+    sign = "+" if r["comparison"] == "at_most" else "−"
+    return f"measured **{measured}** {relation} **{target}** {sign} **{tolerance}**"
+
+
+def origin_label(r: Mapping) -> str:
+    """What the basis gives: the tolerance, or, for a one-sided check against a bound, the bound."""
+    one_sided_bound = r["comparison"] in ("at_most", "at_least") and r["tolerance"] == 0
+    return "bound" if one_sided_bound else "tolerance"
+
+
+def claim_block(record: Any) -> str:
+    """One claim or erratum as a Markdown block (see the module docstring)."""
+    r = _fields(record)
+    verdict = "✓" if r["passed"] else "✗"
+    state = "pass" if r["passed"] else "fail"
+    if r["kind"] == "erratum":
+        head = f"**{verdict} Erratum.** {r['statement']}"
+        if not r["passed"]:
+            head += " **Does not hold.**"
+        printed = f"Printed: {r['printed']}, which would give **{readable(r['printed_target'])}**."
+        lines = [head, "", printed, ""]
+    else:
+        head = f"**{verdict} Claim.** {r['statement']}"
+        lines = [head + ("" if r["passed"] else " **Does not hold.**"), ""]
+    lines += [
+        f"{comparison_text(r)} · {origin_label(r)}: {basis_text(r['basis'])} · *{plain(r['source'])}*",
+        "",
+        '<details class="claim-record"><summary>record</summary>',
+        "",
+        *record_list(r),
+        "",
+        "</details>",
+    ]
+    return "\n".join([f'<div class="claim claim-{state}" id="{r["id"]}">', "", *lines, "", "</div>"])
+
+
+def record_list(r: Mapping) -> list[str]:
+    """The full record as a Markdown list: every field, numbers at full precision."""
+    fields = [
+        ("id", f"`{r['id']}`"),
+        ("kind", f"{r['kind']}, {r['comparison']}: {plain(COMPARISONS[r['comparison']])}"),
+        ("measured", repr(r["measured"])),
+        ("target", repr(r["target"])),
+        ("tolerance", f"{r['tolerance']!r} ({basis_text(r['basis'])})"),
+    ]
+    if r["kind"] == "erratum":
+        fields.append(("printed statement gives", repr(r["printed_target"])))
+    fields += [
+        ("source", plain(r["source"])),
+        ("run", f"page {r['page']}, profile {r['profile']}, seed {r.get('seed')}, device {r['device']}, "
+                f"{r['seconds']:.2f} s"),
+    ]
+    return [f"- {name}: {value}" for name, value in fields]
+
+
+def claims_table(records: Iterable[Any], href: Callable[[dict], str] | None = None) -> str:
+    """A table of records: verdict, claim (statement and source), measured, target, tolerance.
+
+    With ``href`` (record → URL), each statement ends with the claim's id, linked there. On narrow
+    screens the stylesheet stacks the cells of a row into labelled lines.
+    """
+    rows = ["| | claim | measured | target | tolerance and its origin |", "|---|---|---|---|---|"]
+    for record in records:
+        r = _fields(record)
+        statement = r["statement"]
+        if r["kind"] == "erratum":
+            statement = (f"**Erratum.** {statement} (printed: {r['printed']}, which gives "
+                         f"{readable(r['printed_target'])})")
+        claim = f"{statement} · *{plain(r['source'])}*"
+        if href is not None:
+            claim += f' · <a class="claim-id" href="{href(r)}">{r["id"]}</a>'
+        origin = f"{readable(r['tolerance'])}: {basis_text(r['basis'])}"
+        if origin_label(r) == "bound":
+            origin = f"the bound: {basis_text(r['basis'])}"
+        verdict = "✓" if r["passed"] else "**✗ FAIL**"
+        cells = [verdict, claim, readable(r["measured"]), f"{RELATIONS[r['comparison']]} {readable(r['target'])}",
+                 origin]
+        rows.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return "\n".join(['<div class="claims-table">', "", *rows, "", "</div>"])

@@ -1,0 +1,88 @@
+"""The book as a reader sees it: every page in headless Chromium at 1,400 and 420 px, and the PDF.
+
+Claims, tables and figures must stay in the text column, no table cell may cut its content, no
+number may break over two lines, every figure needs a caption and a description, and on a
+desktop screen no figure may be scaled down so far that its labels shrink below 12 px. Without
+Chromium (Debian's chromium and chromium-driver; ``make browser`` installs them) these tests
+skip with that message. ``DROPNB_SCREENSHOTS=<folder>`` keeps a screenshot of every page.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dropnb import browser
+from dropnb.claims import CLAIMS_DIR_VARIABLE
+from dropnb.config import PROFILE_VARIABLE
+from dropnb.notebooks import ROOT
+
+WIDTHS = (1400, 420)
+needs_browser = pytest.mark.skipif(not browser.available(), reason=browser.MISSING)
+
+
+@pytest.fixture(scope="module")
+def site(quick_build):
+    assert quick_build.returncode == 0, quick_build.log
+    return quick_build.html
+
+
+@pytest.mark.chapters
+@needs_browser
+@pytest.mark.parametrize("width", WIDTHS)
+def test_claims_tables_and_figures_fit_the_column(site, width):
+    pages = sorted(p.relative_to(site).as_posix() for p in (site / "chapters").glob("*.html"))
+    shots = os.environ.get("DROPNB_SCREENSHOTS")
+    problems = {}
+    with browser.serve(site) as base, browser.browser(width) as driver:
+        for page in pages:
+            found = browser.layout_problems(driver, f"{base}/{page}", figure_scale=width >= 1000)
+            if found:
+                problems[page] = found
+            if shots:
+                Path(shots).mkdir(parents=True, exist_ok=True)
+                browser.screenshot(driver, Path(shots) / f"{Path(page).stem}-{width}.png")
+    report = "\n".join(f"{page}: {problem}" for page, found in problems.items() for problem in found[:8])
+    assert not problems, f"at {width} px:\n{report}"
+
+
+PAGE = """<!doctype html><html><body style="margin:0">
+<article class="bd-article" style="width:400px">
+<div class="claim" id="c1"><p>measured <strong>{number}</strong></p></div>
+<table><tr><td style="max-width:60px;overflow:hidden;white-space:nowrap">0.123456789012345</td></tr></table>
+<figure><img src="data:image/svg+xml;utf8,<svg xmlns='http://www.w3.org/2000/svg' width='900' height='90'/>"
+ alt="x.png"></figure>
+<div class="claim" id="c2" style="width:700px">a claim wider than the column</div>
+</article></body></html>"""
+
+
+@needs_browser
+def test_the_checker_finds_what_a_reader_would(tmp_path):
+    """A page with every defect: each is reported."""
+    long_number = "12,345,678,901,234,567,890,123,456,789"
+    (tmp_path / "bad.html").write_text(PAGE.format(number=" ".join([long_number] * 3)))
+    with browser.serve(tmp_path) as base, browser.browser(1400) as driver:
+        problems = "\n".join(browser.layout_problems(driver, f"{base}/bad.html"))
+    assert "div.claim#c2 overflows the column" in problems
+    assert "a table cell cuts its content" in problems
+    assert "a figure has no caption" in problems and 'no description (alt "x.png")' in problems
+    assert "labels shrink" in problems
+
+
+@pytest.mark.chapters
+@needs_browser
+def test_the_whole_book_prints_to_pdf(quick_build, tmp_path):
+    """The single-page build (from the quick build's execution cache) printed by Chromium."""
+    out = quick_build.html.parent.parent
+    env = os.environ | {PROFILE_VARIABLE: "quick", CLAIMS_DIR_VARIABLE: str(quick_build.claims)}
+    jupyter_book = Path(sys.executable).with_name("jupyter-book")
+    result = subprocess.run([str(jupyter_book), "build", "--builder", "singlehtml", "-W", "-n", "--keep-going",
+                             "--path-output", str(out), str(ROOT)], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    pdf = tmp_path / "book.pdf"
+    subprocess.run([sys.executable, "-m", "dropnb.browser", "pdf", str(out / "_build" / "singlehtml"), str(pdf)],
+                   check=True, capture_output=True)
+    data = pdf.read_bytes()
+    assert data.startswith(b"%PDF") and data.count(b"/Type /Page") > 100
