@@ -20,9 +20,8 @@ $(READY): requirements.txt pyproject.toml
 book: $(READY)  ## build the book into _build/html (profile: DROPNB_PROFILE, default book)
 	$(BIN)/jupyter-book build -W -n --keep-going .
 
-pdf: $(READY)  ## the whole book as one PDF, _build/pdf/dropout-derived.pdf (needs Chromium: make browser)
-	$(BIN)/jupyter-book build --builder singlehtml -W -n --keep-going .
-	$(BIN)/python -m dropnb.browser pdf _build/singlehtml _build/pdf/dropout-derived.pdf
+pdf: book  ## the whole book as one PDF, _build/pdf/dropout-derived.pdf: the built pages printed by Chromium (make browser)
+	$(BIN)/python -m dropnb.browser pdf _build/html _build/pdf/dropout-derived.pdf
 
 browser:  ## install Debian's chromium and chromium-driver (as root or through sudo): the browser test and the PDF need them
 	$(if $(filter 0,$(shell id -u)),,sudo) apt-get update -q

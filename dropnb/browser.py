@@ -8,9 +8,10 @@ Uses Debian's ``chromium`` and ``chromium-driver`` through Selenium; nothing is 
   broken: a claim, table or figure wider than the text column, a table cell whose content is
   cut, a number broken over two lines, a figure scaled down so far that its labels shrink, a
   figure without caption or description.
-* :func:`print_pdf` prints a page (the single-page build of the book) to a PDF file.
+* :func:`print_book` prints every page of the built book, in the order of its table of
+  contents, and joins them into one PDF.
 
-Command line: ``python -m dropnb.browser pdf _build/singlehtml _build/pdf/dropout-derived.pdf``.
+Command line: ``python -m dropnb.browser pdf _build/html _build/pdf/dropout-derived.pdf``.
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ import argparse
 import base64
 import functools
 import http.server
-import re
+import tempfile
 import shutil
 import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
+
+from .config import book_root
 
 BROWSER = "chromium"
 DRIVER = "chromedriver"
@@ -143,10 +146,9 @@ for (const root of article.querySelectorAll('.claim, table')) {
   }
 }
 // Figures: a caption, a description, and labels that stay readable.
-for (const figure of article.querySelectorAll('figure')) {
-  const img = figure.querySelector('img');
-  if (!img) continue;
-  if (!figure.querySelector('figcaption')) problems.push(`a figure has no caption: ${img.getAttribute('src')}`);
+for (const img of article.querySelectorAll('img')) {
+  const figure = img.closest('figure');
+  if (!figure || !figure.querySelector('figcaption')) problems.push(`a figure has no caption: ${img.getAttribute('src')}`);
   const alt = img.getAttribute('alt') || '';
   if (alt.length < 20 || /\\.(png|svg|jpe?g)$/.test(alt)) problems.push(`a figure has no description (alt "${alt}")`);
 }
@@ -183,7 +185,7 @@ def screenshot(driver, path: Path) -> None:
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics | {"height": 900})
 
 
-def print_pdf(url: str, path: Path) -> Path:
+def print_pdf(url: str, path: Path, driver=None) -> Path:
     """Print ``url`` (A4, backgrounds, the page's print stylesheet) to the PDF file ``path``."""
     from selenium.webdriver.common.print_page_options import PrintOptions
 
@@ -191,43 +193,62 @@ def print_pdf(url: str, path: Path) -> Path:
     options.page_width, options.page_height = 21.0, 29.7
     options.margin_top = options.margin_bottom = options.margin_left = options.margin_right = 1.5
     options.background = True
-    with browser(1200) as driver:
-        driver.command_executor._client_config.timeout = 900  # printing the whole book takes minutes
-        load(driver, url)
-        data = driver.print_page(options)
+    if driver is None:
+        with browser(1200) as driver:
+            return print_pdf(url, path, driver)
+    load(driver, url)
+    data = driver.print_page(options)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(base64.b64decode(data))
     return path
 
 
-def start_page(folder: Path) -> str:
-    """The single page of a single-page build, placed at the folder's top.
+def book_pages(root: Path) -> list[str]:
+    """The book's pages in reading order, from its table of contents (``_toc.yml``)."""
+    import yaml
 
-    Jupyter Book writes ``index.html`` as a redirect to the root page (``chapters/intro.html``),
-    whose links to ``_static/`` and ``_images/`` are relative to the top folder; a copy at the top
-    resolves them.
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    pages = [toc["root"]]
+    for part in toc.get("parts", []):
+        for chapter in part["chapters"]:
+            pages += [chapter["file"]] + [section["file"] for section in chapter.get("sections", [])]
+    return pages
+
+
+def print_book(site: Path, root: Path, output: Path) -> Path:
+    """Print every page of the built site ``site`` in reading order into one PDF, ``output``.
+
+    Each page is printed on its own (a single page holding the whole book is too large for the
+    browser to print), then the pages are joined, with one bookmark a page.
     """
-    redirect = re.search(r'http-equiv="Refresh" content="0; url=([^"]+)"', (folder / "index.html").read_text())
-    if not redirect:
-        return "index.html"
-    shutil.copyfile(folder / redirect.group(1), folder / "book.html")
-    return "book.html"
+    from pypdf import PdfWriter
+
+    writer = PdfWriter()
+    with tempfile.TemporaryDirectory() as scratch, serve(site) as base, browser(1200) as driver:
+        for number, page in enumerate(book_pages(root)):
+            printed = print_pdf(f"{base}/{page}.html", Path(scratch) / f"{number:03d}.pdf", driver)
+            writer.append(str(printed), outline_item=driver.title.split(" — ")[0])
+        output.parent.mkdir(parents=True, exist_ok=True)
+        with output.open("wb") as handle:
+            writer.write(handle)
+    return output
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m dropnb.browser", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    pdf = commands.add_parser("pdf", help="print the single-page build of the book to a PDF file")
-    pdf.add_argument("folder", type=Path, help="the single-page build (holds index.html)")
+    pdf = commands.add_parser("pdf", help="print the built book, every page in reading order, to one PDF file")
+    pdf.add_argument("site", type=Path, help="the built HTML book (_build/html)")
     pdf.add_argument("output", type=Path, help="the PDF file to write")
     args = parser.parse_args(argv)
-    if not (args.folder / "index.html").is_file():
-        parser.error(f"folder must hold a single-page build (index.html), got {args.folder}")
+    root = book_root(Path(__file__).parent)
+    missing = [page for page in book_pages(root) if not (args.site / f"{page}.html").is_file()]
+    if missing:
+        parser.error(f"site must be the built book, but it lacks {missing[:3]}: build it first (make book)")
     if not available():
         parser.error(MISSING)
-    with serve(args.folder) as base:
-        written = print_pdf(f"{base}/{start_page(args.folder)}", args.output)
-    print(f"wrote {written} ({written.stat().st_size / 1e6:.1f} MB)")
+    written = print_book(args.site, root, args.output)
+    print(f"wrote {written} ({written.stat().st_size / 1e6:.1f} MB, {len(book_pages(root))} pages of the book)")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 import json
 import re
 
+import nbformat
 import pytest
 import yaml
 
@@ -61,3 +62,24 @@ def test_chapters_offer_their_executed_notebook(book):
     for chapter in json.loads((CHAPTERS / "ledger.json").read_text()):
         assert (book / "_sources" / "chapters" / f"{chapter}.ipynb").is_file()
         assert f"_sources/chapters/{chapter}.ipynb" in (book / "chapters" / f"{chapter}.html").read_text()
+
+
+def test_downloaded_notebooks_are_clean(book):
+    """What a reader downloads: where it comes from first, no stderr (progress bars, notices) and
+    no path of the machine that built it."""
+    for path in (book / "_sources" / "chapters").glob("*.ipynb"):
+        notebook = nbformat.read(path, as_version=4)
+        assert "dropnb" in notebook.cells[0].source and "github.com" in notebook.cells[0].source
+        for cell in notebook.cells:
+            assert not any(o.get("name") == "stderr" for o in cell.get("outputs", [])), path.name
+        text = path.read_text()
+        assert str(ROOT.resolve()) not in text and "site-packages" not in text, path.name
+
+
+def test_the_site_names_its_licence_authors_and_repository(book):
+    page = (book / "chapters" / "regularizer.html").read_text()
+    for words in ("MIT licence", "CC BY 4.0", "github.com/dropout-derived/dropout-derived", "Cite as",
+                  "Built from commit", "Last updated on"):
+        assert words in page, words
+    assert not (book / "genindex.html").exists()
+    assert 'href="../prf-prf.html"' in (book / "chapters" / "intro.html").read_text()

@@ -1,8 +1,10 @@
 """The chapter runner: loading chapters, jobs in separate processes and their outcomes."""
 
+import re
+
 import pytest
 
-from dropnb.notebooks import CODE_PATHS, Job, Outcome, chapters_with_claims, execute, load_chapter, run_jobs
+from dropnb.notebooks import CHAPTERS, CODE_PATHS, Job, Outcome, chapters_with_claims, execute, load_chapter, run_jobs
 
 
 def test_every_ledger_chapter_loads_with_its_parameters_cell():
@@ -42,3 +44,16 @@ def test_code_paths_differ_from_the_defaults():
     for threads, environment in CODE_PATHS.values():
         assert threads in (1, 2) and "OPENBLAS_CORETYPE" in environment
     assert len({env["OPENBLAS_CORETYPE"] for _, env in CODE_PATHS.values()}) == len(CODE_PATHS) >= 3
+
+
+@pytest.mark.parametrize("page", chapters_with_claims())
+def test_every_page_opens_with_what_it_shows_and_closes_with_a_summary(page):
+    """The chapter template (CONTRIBUTING.md): an overview box under the title, then at the end a
+    Summary section and the claims table."""
+    text = (CHAPTERS / f"{page}.md").read_text()
+    body = text.split("\n---\n", 1)[1].lstrip("\n")
+    title, rest = body.split("\n", 1)
+    assert title.startswith("# ")
+    assert re.match(r"\n*```\{admonition\} What this (chapter|page) shows\n:class: chapter-overview\n", rest)
+    headings = re.findall(r"^## (.+)$", text, re.MULTILINE)
+    assert headings[-2:] == ["Summary", "Claims of this chapter"]

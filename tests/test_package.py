@@ -17,3 +17,13 @@ def test_the_package_docstring_names_every_module():
 def test_the_readme_table_names_every_module():
     named = set(re.findall(r"^\| `dropnb\.(\w+)` \|", (ROOT / "README.md").read_text(), re.MULTILINE))
     assert named == set(MODULES)
+
+
+def test_the_book_names_one_repository():
+    """The repository named in the book's configuration is the one CITATION.cff names."""
+    import yaml
+
+    url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+    citation = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert citation["repository-code"] == url
+    assert url in (ROOT / "chapters" / "about.md").read_text()
