@@ -7,7 +7,7 @@ Modules by concept:
   :mod:`~dropnb.rounding` (rounding bounds and their operation counts),
   :mod:`~dropnb.notebooks` (executing chapters), :mod:`~dropnb.regression` (golden claim
   records), :mod:`~dropnb.sphinxext` (the pages generated from the records), :mod:`~dropnb.plotting`
-  (figure style);
+  (figure style), :mod:`~dropnb.bibliography` (the bibliography's style);
 * masks and shallow networks: :mod:`~dropnb.masks` (dropout masks and their moments),
   :mod:`~dropnb.linear` (the shallow linear network with dropout), :mod:`~dropnb.equalizer`
   (equalizers), :mod:`~dropnb.shrinkage` (the closed-form global optimum),
