@@ -8,7 +8,8 @@ Modules by concept:
   :mod:`~dropnb.notebooks` (executing chapters), :mod:`~dropnb.regression` (golden claim
   records), :mod:`~dropnb.render` (how numbers and claims read), :mod:`~dropnb.sphinxext` (the pages
   generated from the records), :mod:`~dropnb.browser` (the built book in a real browser: layout
-  checks, the PDF), :mod:`~dropnb.plotting` (figure style);
+  checks, the PDF), :mod:`~dropnb.plotting` (figure style), :mod:`~dropnb.bibliography`
+  (the bibliography's style);
 * masks and shallow networks: :mod:`~dropnb.masks` (dropout masks and their moments),
   :mod:`~dropnb.linear` (the shallow linear network with dropout), :mod:`~dropnb.equalizer`
   (equalizers), :mod:`~dropnb.shrinkage` (the closed-form global optimum),
