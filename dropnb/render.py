@@ -76,9 +76,16 @@ def readable_text(text: str) -> str:
 
 
 def plain(text: str) -> str:
-    """``text`` as literal Markdown: specials escaped outside ``$…$`` math, which is kept."""
+    """``text`` as literal Markdown: specials escaped and numbers made readable outside ``$…$`` math."""
     parts = _MATH.split(text)
-    return "".join(part if index % 2 else _MARKDOWN_SPECIAL.sub(r"\\\1", part) for index, part in enumerate(parts))
+    return "".join(part if index % 2 else _MARKDOWN_SPECIAL.sub(r"\\\1", readable_text(part))
+                   for index, part in enumerate(parts))
+
+
+def prose(text: str) -> str:
+    """Markdown ``text`` (a statement) with the numbers outside ``$…$`` math made readable."""
+    parts = _MATH.split(text)
+    return "".join(part if index % 2 else readable_text(part) for index, part in enumerate(parts))
 
 
 def basis_text(basis: str) -> str:
@@ -120,13 +127,13 @@ def claim_block(record: Any) -> str:
     verdict = "✓" if r["passed"] else "✗"
     state = "pass" if r["passed"] else "fail"
     if r["kind"] == "erratum":
-        head = f"**{verdict} Erratum.** {r['statement']}"
+        head = f"**{verdict} Erratum.** {prose(r['statement'])}"
         if not r["passed"]:
             head += " **Does not hold.**"
-        printed = f"Printed: {r['printed']}, which would give **{readable(r['printed_target'])}**."
+        printed = f"Printed: {prose(r['printed'])}, which would give **{readable(r['printed_target'])}**."
         lines = [head, "", printed, ""]
     else:
-        head = f"**{verdict} Claim.** {r['statement']}"
+        head = f"**{verdict} Claim.** {prose(r['statement'])}"
         lines = [head + ("" if r["passed"] else " **Does not hold.**"), ""]
     lines += [
         f"{comparison_text(r)} · {origin_label(r)}: {basis_text(r['basis'])} · *{plain(r['source'])}*",
@@ -168,9 +175,9 @@ def claims_table(records: Iterable[Any], href: Callable[[dict], str] | None = No
     rows = ["| | claim | measured | target | tolerance and its origin |", "|---|---|---|---|---|"]
     for record in records:
         r = _fields(record)
-        statement = r["statement"]
+        statement = prose(r["statement"])
         if r["kind"] == "erratum":
-            statement = (f"**Erratum.** {statement} (printed: {r['printed']}, which gives "
+            statement = (f"**Erratum.** {statement} (printed: {prose(r['printed'])}, which gives "
                          f"{readable(r['printed_target'])})")
         claim = f"{statement} · *{plain(r['source'])}*"
         if href is not None:

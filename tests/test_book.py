@@ -83,3 +83,13 @@ def test_the_site_names_its_licence_authors_and_repository(book):
         assert words in page, words
     assert not (book / "genindex.html").exists()
     assert 'href="../prf-prf.html"' in (book / "chapters" / "intro.html").read_text()
+
+
+def test_every_figure_cell_shows_one_figure(quick_build):
+    """A cell's figure metadata (caption, name, description) wraps every output it displays, so
+    a figure cell displays its figure alone: claims go in a cell of their own."""
+    for path in quick_build.executed.glob("*.ipynb"):
+        for cell in nbformat.read(path, as_version=4).cells:
+            if "figure" in cell.metadata.get("mystnb", {}):
+                shown = [o for o in cell.outputs if o.output_type in ("display_data", "execute_result")]
+                assert len(shown) == 1 and "image/png" in shown[0].data, (path.name, cell.metadata.mystnb.figure)

@@ -81,3 +81,12 @@ def test_claims_table_has_a_row_per_record_and_links_ids(records):
 
 def test_claims_table_escapes_pipes_in_cells(records):
     assert "largest $\\|z\\|$" in claims_table(records)
+
+
+def test_numbers_in_statements_and_bases_read_without_e_notation(tmp_path):
+    book = Claims("ch1", "quick", directory=tmp_path)
+    record = book.claim("ch1.z", source="s", statement="largest $|z|$ at level 1e-06, $10^{-6}$",
+                        measured=1.0, target=2.0, tolerance=0.0, comparison="at_most",
+                        basis="Bonferroni bound for 30 z-scores at level 1e-06")
+    block = claim_block(record)
+    assert f"at level 1{P}⁻⁶, $10^{{-6}}$" in block and "1e-06" not in block.split("<details")[0]
