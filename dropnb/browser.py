@@ -29,18 +29,22 @@ from typing import Iterator
 
 from .config import book_root
 
-BROWSER = "chromium"
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")  # the first one installed is used
 DRIVER = "chromedriver"
-MISSING = ("no browser: install Debian's chromium and chromium-driver "
-           "(apt-get install chromium chromium-driver) to render the book in a real browser")
+MISSING = ("no browser: install Debian's chromium and chromium-driver (make browser, or "
+           "apt-get install chromium chromium-driver) to render the book in a real browser")
 # A figure drawn at the book's 110 dpi with 10-point labels keeps them at 12 px or more on
 # screen when it is shown at no less than this fraction of its natural size.
 SMALLEST_FIGURE_SCALE = 0.8
 
 
+def _browser_path() -> str | None:
+    return next((path for path in map(shutil.which, BROWSERS) if path), None)
+
+
 def available() -> bool:
-    """Whether Chromium and its driver are installed."""
-    return shutil.which(BROWSER) is not None and shutil.which(DRIVER) is not None
+    """Whether Chromium (or Chrome) and its driver are installed."""
+    return _browser_path() is not None and shutil.which(DRIVER) is not None
 
 
 @contextmanager
@@ -71,7 +75,7 @@ def browser(width: int, height: int = 900):
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which(BROWSER)
+    options.binary_location = _browser_path()
     for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                      "--hide-scrollbars", f"--window-size={width},{height}", "--force-device-scale-factor=1"):
         options.add_argument(argument)

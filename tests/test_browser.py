@@ -51,7 +51,7 @@ PAGE = """<!doctype html><html><body style="margin:0">
 <div class="claim" id="c1"><p>measured <strong>{number}</strong></p></div>
 <table><tr><td style="max-width:60px;overflow:hidden;white-space:nowrap">0.123456789012345</td></tr></table>
 <figure><img src="data:image/svg+xml;utf8,<svg xmlns='http://www.w3.org/2000/svg' width='900' height='90'/>"
- alt="x.png"></figure>
+ alt="x.png" style="max-width:100%"></figure>
 <div class="claim" id="c2" style="width:700px">a claim wider than the column</div>
 </article></body></html>"""
 
