@@ -124,14 +124,20 @@ for (const el of article.querySelectorAll('.claim, table, figure, img, .claims-t
   }
 }
 for (const el of article.querySelectorAll('.claim mjx-container, table mjx-container, .claim code, table code, .claim strong, table td, table th')) {
-  if (hidden(el) || (inScroller(el) && !el.closest('.claims-table'))) continue;
+  if (hidden(el) || inScroller(el)) continue;
   const r = el.getBoundingClientRect();
   if (outside(r)) problems.push(`${name(el)} inside a claim or table overflows the column: "${el.textContent.slice(0, 60)}"`);
 }
-// No cell cuts its content.
+// No cell cuts its content, and nothing in a claim or table hides part of itself (a formula cut short).
 for (const cell of article.querySelectorAll('td, th')) {
-  if (hidden(cell)) continue;
+  if (hidden(cell) || scrolls(cell)) continue;
   if (cell.scrollWidth > cell.clientWidth + 1) problems.push(`a table cell cuts its content: "${cell.textContent.slice(0, 60)}"`);
+}
+// (MathJax's own boxes are left out: they clip glyph overhangs and the text kept for screen readers.)
+for (const el of article.querySelectorAll('.claim *, table *')) {
+  const mathInside = el.tagName !== 'MJX-CONTAINER' && el.closest('span.math, mjx-container');
+  if (hidden(el) || mathInside || !['hidden', 'clip'].includes(getComputedStyle(el).overflowX)) continue;
+  if (el.scrollWidth > el.clientWidth + 2) problems.push(`${name(el)} cuts its content: "${el.textContent.slice(0, 60)}"`);
 }
 // No number is broken over two lines.
 // A number: digits with separators, a sign only where no letter or digit precedes it (not "rank-2").

@@ -304,7 +304,7 @@ def summary(records: Iterable[Record | dict]) -> str:
     records = list(records)
     return "\n".join([
         '<details class="claims-summary">',
-        f"<summary>{totals(records).replace('**', '')}: the table</summary>",
+        f"<summary>{totals(records).replace('**', '')} (show the table)</summary>",
         "",
         claims_table(records),
         "",

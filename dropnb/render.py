@@ -29,6 +29,7 @@ COMPARISONS = {
 }
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 _E_NOTATION = re.compile(r"(?<![\w.])([-+]?\d+(?:\.\d+)?)[eE]([-+]?\d+)(?![\w.])")
+_LONG_INTEGER = re.compile(r"(?<![\w.,])\d{5,}(?![\w.,])")
 _MATH = re.compile(r"(\$[^$]+\$)")
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>#])")
 NARROW_SPACE = "\u202f"  # a narrow no-break space: a number never breaks across lines
@@ -62,7 +63,8 @@ def readable(value: float, digits: int = 3) -> str:
 
 
 def readable_text(text: str) -> str:
-    """``text`` with every number in e-notation (``2.14e+03``, ``1.0e-16``) written readably."""
+    """``text`` with every number in e-notation (``2.14e+03``, ``1.0e-16``) written readably and
+    the thousands of long integers grouped (``200000`` → ``200,000``)."""
 
     def rewrite(match: re.Match) -> str:
         mantissa, exponent = match.group(1), int(match.group(2))
@@ -72,7 +74,7 @@ def readable_text(text: str) -> str:
             return f"{value:,.{max(decimals, 0)}f}"
         return _power(mantissa, exponent)
 
-    return _E_NOTATION.sub(rewrite, text)
+    return _LONG_INTEGER.sub(lambda m: f"{int(m.group(0)):,}", _E_NOTATION.sub(rewrite, text))
 
 
 def plain(text: str) -> str:

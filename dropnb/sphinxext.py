@@ -38,6 +38,7 @@ from .claims import CLAIMS_DIR_VARIABLE, load_records, totals
 from .render import claim_block, claims_table, readable_text
 
 logger = logging.getLogger(__name__)
+NEGATIVE = re.compile(r"(?<![\w.])-(?=\d)")  # a hyphen before a number is a minus sign
 NUMBER_CELL = re.compile(r"^\s*[≈≤≥≠<>]?\s*[−+-]?[\d.,]+(?:\u202f×\u202f10[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+)?\s*%?\s*$")
 PACKAGES = ("numpy", "torch", "matplotlib", "jupyter-book", "sphinx", "myst-nb", "papermill")
 
@@ -139,19 +140,22 @@ class ClaimsReport(SphinxDirective):
         for page in ledger:
             errata = [r for r in records.get(page, []) if r["kind"] == "erratum"]
             if errata:
-                text = f"From {self._page_link(page)}:\n\n" + "\n\n".join(claim_block(r) for r in errata)
+                text = "\n\n".join(claim_block(r) for r in errata)
                 sections.append(self._section(page, "errata", text))
         return sections or self._parse("No erratum is recorded yet.", nodes.container()).children
 
     def _runs(self, ledger, records) -> list[nodes.Node]:
-        rows = ["| page | profile | device | claims | errata | passed | seconds in claims |",
-                "|---|---|---|---|---|---|---|"]
+        every = [r for page in ledger for r in records.get(page, [])]
+        profiles = ", ".join(sorted({r["profile"] for r in every})) or "none"
+        devices = ", ".join(sorted({r["device"] for r in every})) or "none"
+        rows = [f"Profile: {profiles}. Device: {devices}.", "",
+                "| page | claims | errata | hold | seconds in claims |", "|---|---|---|---|---|"]
         for chapter in ledger:
             rs = records.get(chapter, [])
+            errata, held = sum(r["kind"] == "erratum" for r in rs), sum(r["passed"] for r in rs)
             rows.append(
-                f"| {self._page_link(chapter)} | {', '.join(sorted({r['profile'] for r in rs}))} "
-                f"| {', '.join(sorted({r['device'] for r in rs}))} | {sum(r['kind'] == 'claim' for r in rs)} "
-                f"| {sum(r['kind'] == 'erratum' for r in rs)} | {sum(r['passed'] for r in rs)} of {len(rs)} "
+                f"| {self._page_link(chapter)} | {len(rs) - errata} | {errata} "
+                f"| {'all' if rs and held == len(rs) else f'**{held} of {len(rs)}**'} "
                 f"| {sum(r['seconds'] for r in rs):.1f} |"
             )
         env = ["", "This build ran on:", "", "| software | version |", "|---|---|",
@@ -161,7 +165,7 @@ class ClaimsReport(SphinxDirective):
 
 
 class ReadableNumbers(SphinxPostTransform):
-    """Glued numbers in the prose read ``2,140`` or ``1.2 × 10⁻¹⁶``, never ``2.14e+03``; table
+    """Glued numbers in the prose read ``2,140``, ``−0.86`` or ``1.2 × 10⁻¹⁶``, never ``2.14e+03``; table
     cells that hold a number are marked ``number`` so that the stylesheet keeps them whole."""
 
     default_priority = 900  # after myst-nb has pasted the glue of other pages
@@ -170,8 +174,8 @@ class ReadableNumbers(SphinxPostTransform):
         for node in list(self.document.findall(nodes.inline)):
             if "pasted-text" in node["classes"]:
                 text = node.astext()
-                if readable_text(text) != text:
-                    node.children = [nodes.Text(readable_text(text))]
+                if readable_text(text) != text or NEGATIVE.search(text):
+                    node.children = [nodes.Text(NEGATIVE.sub("−", readable_text(text)))]
         for cell in self.document.findall(nodes.entry):
             if NUMBER_CELL.match(cell.astext()):
                 cell["classes"].append("number")
@@ -237,7 +241,10 @@ def _footer(app, config) -> None:
     except (OSError, subprocess.CalledProcessError):
         return
     options = dict(config.html_theme_options)
-    options["extra_footer"] = (options.get("extra_footer") or "") + f"<p>Built from commit <code>{commit}</code>.</p>"
+    shown = f"<code>{commit}</code>"
+    if options.get("repository_url"):
+        shown = f'<a href="{options["repository_url"]}/commit/{commit}">{shown}</a>'
+    options["extra_footer"] = (options.get("extra_footer") or "") + f"<p>Built from commit {shown}.</p>"
     config.html_theme_options = options
 
 

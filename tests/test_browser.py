@@ -48,7 +48,8 @@ def test_claims_tables_and_figures_fit_the_column(site, width):
 
 PAGE = """<!doctype html><html><body style="margin:0">
 <article class="bd-article" style="width:400px">
-<div class="claim" id="c1"><p>measured <strong>{number}</strong></p></div>
+<div class="claim" id="c1"><p>measured <strong>{number}</strong></p>
+<p><span id="cut" style="display:inline-block;max-width:30px;overflow:hidden">a formula cut short</span></p></div>
 <table><tr><td style="max-width:60px;overflow:hidden;white-space:nowrap">0.123456789012345</td></tr></table>
 <figure><img src="data:image/svg+xml;utf8,<svg xmlns='http://www.w3.org/2000/svg' width='900' height='90'/>"
  alt="x.png" style="max-width:100%"></figure>
@@ -64,7 +65,7 @@ def test_the_checker_finds_what_a_reader_would(tmp_path):
     with browser.serve(tmp_path) as base, browser.browser(1400) as driver:
         problems = "\n".join(browser.layout_problems(driver, f"{base}/bad.html"))
     assert "div.claim#c2 overflows the column" in problems
-    assert "a table cell cuts its content" in problems
+    assert "a table cell cuts its content" in problems and 'span#cut cuts its content' in problems
     assert "a figure has no caption" in problems and 'no description (alt "x.png")' in problems
     assert "labels shrink" in problems
 
