@@ -18,7 +18,6 @@ the tests.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import time
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 
+from . import checks
 from .config import book_root
 from .render import COMPARISONS, RELATIONS, claim_block, claims_table
 
@@ -55,16 +55,6 @@ def claims_dir() -> Path:
     """``$DROPNB_CLAIMS_DIR`` if set, else ``_build/claims`` under the book's top folder."""
     value = os.environ.get(CLAIMS_DIR_VARIABLE)
     return Path(value) if value else book_root() / "_build" / "claims"
-
-
-def _number(value: Any, name: str) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a real number, got {value!r}") from None
-    if math.isnan(number):
-        raise ValueError(f"{name} must not be NaN")
-    return number
 
 
 @dataclass
@@ -184,8 +174,9 @@ class Claims:
 
         Both comparisons use the same tolerance, so the evidence separates the two statements.
         """
-        measured, corrected_target, tolerance = self._check_numbers(measured, corrected_target, tolerance)
-        printed_target = _number(printed_target, "printed_target")
+        measured, corrected_target, tolerance = self._check_numbers(measured, corrected_target, tolerance,
+                                                                    "corrected_target")
+        printed_target = checks.number(printed_target, "printed_target")
         passed = holds(measured, corrected_target, "close", tolerance) and holds(
             measured, printed_target, "differs", tolerance
         )
@@ -203,13 +194,12 @@ class Claims:
 
         return Markdown(summary(self.records))
 
-    def _check_numbers(self, measured: Any, target: Any, tolerance: Any) -> tuple[float, float, float]:
-        measured = _number(measured, "measured")
-        target = _number(target, "target")
-        tolerance = _number(tolerance, "tolerance")
-        if tolerance < 0 or math.isinf(tolerance):
-            raise ValueError(f"tolerance must be finite and non-negative, got {tolerance!r}")
-        return measured, target, tolerance
+    def _check_numbers(self, measured: Any, target: Any, tolerance: Any,
+                       target_name: str = "target") -> tuple[float, float, float]:
+        """Finite numbers only: an infinite or NaN value never passes a claim (a bound of ∞ would
+        hold for anything), so it is refused before anything is recorded."""
+        return (checks.number(measured, "measured"), checks.number(target, target_name),
+                checks.nonnegative(tolerance, "tolerance"))
 
     def _new_id(self, id: str) -> str:
         if not _ID.match(id) or not id.startswith(self.prefix + "."):
@@ -220,7 +210,7 @@ class Claims:
 
     def _seconds(self, seconds: float | None) -> float:
         now = time.perf_counter()
-        elapsed = now - self._clock if seconds is None else _number(seconds, "seconds")
+        elapsed = now - self._clock if seconds is None else checks.nonnegative(seconds, "seconds")
         self._clock = now
         return elapsed
 

@@ -187,6 +187,28 @@ def test_unknown_comparison_raises(book):
         claim(book, comparison="equal")
 
 
+INF = float("inf")
+
+
+@pytest.mark.parametrize("comparison, field, value", [
+    ("at_least", "measured", INF), ("at_most", "measured", -INF), ("close", "measured", INF),
+    ("at_most", "target", INF), ("at_least", "target", -INF), ("differs", "target", INF),
+])
+def test_no_infinite_value_passes_a_claim(book, tmp_path, comparison, field, value):
+    """∞ ≥ anything and anything ≤ ∞ would hold: a non-finite measurement or target is refused."""
+    with pytest.raises(ValueError, match=f"^{field} must be a finite number, got -?inf"):
+        claim(book, comparison=comparison, **{field: value})
+    assert (tmp_path / "ch1.jsonl").read_text() == ""
+
+
+@pytest.mark.parametrize("value", [INF, -INF, float("nan")])
+@pytest.mark.parametrize("field", ["measured", "printed_target", "corrected_target"])
+def test_no_infinite_value_passes_an_erratum(book, field, value):
+    values = dict(measured=4.0, printed_target=1.0, corrected_target=4.0) | {field: value}
+    with pytest.raises(ValueError, match=f"^{field} must be a finite number"):
+        erratum(book, **values)
+
+
 def test_erratum_nan_printed_target_raises(book):
     with pytest.raises(ValueError, match="^printed_target must"):
         erratum(book, 1.0, float("nan"), 1.0)
