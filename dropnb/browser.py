@@ -195,7 +195,7 @@ def screenshot(driver, path: Path) -> None:
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics | {"height": 900})
 
 
-def print_pdf(url: str, path: Path, driver=None) -> Path:
+def print_pdf(driver, url: str, path: Path) -> Path:
     """Print ``url`` (A4, backgrounds, the page's print stylesheet) to the PDF file ``path``."""
     from selenium.webdriver.common.print_page_options import PrintOptions
 
@@ -203,9 +203,6 @@ def print_pdf(url: str, path: Path, driver=None) -> Path:
     options.page_width, options.page_height = 21.0, 29.7
     options.margin_top = options.margin_bottom = options.margin_left = options.margin_right = 1.5
     options.background = True
-    if driver is None:
-        with browser(1200) as driver:
-            return print_pdf(url, path, driver)
     load(driver, url)
     data = driver.print_page(options)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -236,7 +233,7 @@ def print_book(site: Path, root: Path, output: Path) -> Path:
     writer = PdfWriter()
     with tempfile.TemporaryDirectory() as scratch, serve(site) as base, browser(1200) as driver:
         for number, page in enumerate(book_pages(root)):
-            printed = print_pdf(f"{base}/{page}.html", Path(scratch) / f"{number:03d}.pdf", driver)
+            printed = print_pdf(driver, f"{base}/{page}.html", Path(scratch) / f"{number:03d}.pdf")
             writer.append(str(printed), outline_item=driver.title.split(" — ")[0])
         output.parent.mkdir(parents=True, exist_ok=True)
         with output.open("wb") as handle:

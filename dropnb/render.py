@@ -7,7 +7,7 @@
   verdict and statement, then measured value, target and tolerance with the tolerance's origin,
   then the source; the full record is one click away (a ``<details>`` element).
 * :func:`claims_table` is a table of records whose columns stack into labelled lines on a narrow
-  screen (the book's stylesheet, ``chapters/_static/claims.css``).
+  screen (the book's stylesheet, ``dropnb/static/dropnb.css``).
 
 The Markdown is MyST with raw HTML wrappers (``<div>``, ``<details>``) on lines of their own, so
 it reads the same in the built book and in Jupyter.
@@ -29,6 +29,7 @@ COMPARISONS = {
 }
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 _E_NOTATION = re.compile(r"(?<![\w.])([-+]?\d+(?:\.\d+)?)[eE]([-+]?\d+)(?![\w.])")
+_NEGATIVE = re.compile(r"(?<![\w.])-(?=\d)")  # a hyphen before a number is a minus sign
 _LONG_INTEGER = re.compile(r"(?<![\w.,])\d{5,}(?![\w.,])")
 _MATH = re.compile(r"(\$[^$]+\$)")
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>#])")
@@ -63,18 +64,19 @@ def readable(value: float, digits: int = 3) -> str:
 
 
 def readable_text(text: str) -> str:
-    """``text`` with every number in e-notation (``2.14e+03``, ``1.0e-16``) written readably and
-    the thousands of long integers grouped (``200000`` → ``200,000``)."""
+    """``text`` with every number in e-notation (``2.14e+03``, ``1.0e-16``) written readably, the
+    thousands of long integers grouped (``200000`` → ``200,000``) and minus signs for hyphens."""
 
     def rewrite(match: re.Match) -> str:
         mantissa, exponent = match.group(1), int(match.group(2))
         if -4 <= exponent <= 4:
             value = float(match.group(0))
-            decimals = max(len(mantissa.split(".")[1]) if "." in mantissa else 0, 0) - exponent
+            decimals = (len(mantissa.split(".")[1]) if "." in mantissa else 0) - exponent
             return f"{value:,.{max(decimals, 0)}f}"
         return _power(mantissa, exponent)
 
-    return _LONG_INTEGER.sub(lambda m: f"{int(m.group(0)):,}", _E_NOTATION.sub(rewrite, text))
+    text = _LONG_INTEGER.sub(lambda m: f"{int(m.group(0)):,}", _E_NOTATION.sub(rewrite, text))
+    return _NEGATIVE.sub("−", text)
 
 
 def plain(text: str) -> str:

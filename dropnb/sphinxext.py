@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import platform
@@ -38,7 +37,6 @@ from .claims import CLAIMS_DIR_VARIABLE, load_records, totals
 from .render import claim_block, claims_table, readable_text
 
 logger = logging.getLogger(__name__)
-NEGATIVE = re.compile(r"(?<![\w.])-(?=\d)")  # a hyphen before a number is a minus sign
 NUMBER_CELL = re.compile(r"^\s*[≈≤≥≠<>]?\s*[−+-]?[\d.,]+(?:\u202f×\u202f10[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+)?\s*%?\s*$")
 PACKAGES = ("numpy", "torch", "matplotlib", "jupyter-book", "sphinx", "myst-nb", "papermill")
 
@@ -109,21 +107,21 @@ class ClaimsReport(SphinxDirective):
         return self._parse(text, section)
 
     def _claim_href(self, record: dict) -> str:
-        """Where a claim's block is: its page and anchor (one page in the single-page build)."""
-        if self.env.app.builder.name == "singlehtml":
-            return f"#{record['id']}"
+        """Where a claim's block is: its page and the claim's anchor, relative to this page."""
         docname = self._docname(record["page"])
         here = self.env.docname.rsplit("/", 1)[0] + "/" if "/" in self.env.docname else ""
         target = docname[len(here):] if docname and docname.startswith(here) else (docname or record["page"])
         return f"{target}.html#{record['id']}"
 
+    def _counts(self, page: str, records: list[dict]) -> str:
+        """The first cells of a page's row: the page, its claims, its errata, how many hold."""
+        errata, held = sum(r["kind"] == "erratum" for r in records), sum(r["passed"] for r in records)
+        hold = "all" if records and held == len(records) else f"**{held} of {len(records)}**"
+        return f"| {self._page_link(page)} | {len(records) - errata} | {errata} | {hold} |"
+
     def _claims(self, ledger, records) -> list[nodes.Node]:
         rows = ["| page | claims | errata | hold |", "|---|---|---|---|"]
-        for page in ledger:
-            rs = records.get(page, [])
-            errata, held = sum(r["kind"] == "erratum" for r in rs), sum(r["passed"] for r in rs)
-            rows.append(f"| {self._page_link(page)} | {len(rs) - errata} | {errata} "
-                        f"| {'all' if rs and held == len(rs) else f'**{held} of {len(rs)}**'} |")
+        rows += [self._counts(page, records.get(page, [])) for page in ledger]
         every = [r for page in ledger for r in records.get(page, [])]
         overview = self._parse(f"Over the whole book: {totals(every)}.\n\n" + "\n".join(rows), nodes.container())
         sections = []
@@ -150,14 +148,9 @@ class ClaimsReport(SphinxDirective):
         devices = ", ".join(sorted({r["device"] for r in every})) or "none"
         rows = [f"Profile: {profiles}. Device: {devices}.", "",
                 "| page | claims | errata | hold | seconds in claims |", "|---|---|---|---|---|"]
-        for chapter in ledger:
-            rs = records.get(chapter, [])
-            errata, held = sum(r["kind"] == "erratum" for r in rs), sum(r["passed"] for r in rs)
-            rows.append(
-                f"| {self._page_link(chapter)} | {len(rs) - errata} | {errata} "
-                f"| {'all' if rs and held == len(rs) else f'**{held} of {len(rs)}**'} "
-                f"| {sum(r['seconds'] for r in rs):.1f} |"
-            )
+        for page in ledger:
+            rs = records.get(page, [])
+            rows.append(f"{self._counts(page, rs)} {sum(r['seconds'] for r in rs):.1f} |")
         env = ["", "This build ran on:", "", "| software | version |", "|---|---|",
                f"| Python | {platform.python_version()} ({platform.machine()}) |"]
         env += [f"| {name} | {version(name)} |" for name in PACKAGES]
@@ -174,8 +167,8 @@ class ReadableNumbers(SphinxPostTransform):
         for node in list(self.document.findall(nodes.inline)):
             if "pasted-text" in node["classes"]:
                 text = node.astext()
-                if readable_text(text) != text or NEGATIVE.search(text):
-                    node.children = [nodes.Text(NEGATIVE.sub("−", readable_text(text)))]
+                if readable_text(text) != text:
+                    node.children = [nodes.Text(readable_text(text))]
         for cell in self.document.findall(nodes.entry):
             if NUMBER_CELL.match(cell.astext()):
                 cell["classes"].append("number")
@@ -205,12 +198,12 @@ def downloadable(notebook: nbformat.NotebookNode, root: Path, repository: str) -
     machine's paths become relative to the book's top folder; a first cell says where the
     notebook comes from and how to get the package it imports.
     """
-    notebook = copy.deepcopy(notebook)
+    root = str(root.resolve())
+    text = json.dumps(notebook, ensure_ascii=False).replace(root + "/", "").replace(root, ".")
+    notebook = nbformat.reads(text, as_version=4)
     for cell in notebook.cells:
         if cell.cell_type == "code":
             cell.outputs = [o for o in cell.outputs if not (o.output_type == "stream" and o.name == "stderr")]
-    text = json.dumps(notebook, ensure_ascii=False).replace(str(root.resolve()) + "/", "").replace(str(root.resolve()), ".")
-    notebook = nbformat.reads(text, as_version=4)
     origin = (f"This notebook is a page of *Dropout, derived*, an executable book on the theory of dropout "
               f"({repository}). It imports the book's package `dropnb`: clone the repository, run "
               "`pip install -r requirements.txt` in it, and open the notebook from the folder `chapters/`.")

@@ -29,6 +29,7 @@ def test_readable_never_writes_e_notation():
     ("2.14e+03", "2,140"), ("1.2e-04", "0.00012"), ("1.0e-16", f"1.0{P}⁻¹⁶"),
     ("ratio 3e+06 of 2", f"ratio 3{P}⁶ of 2"), ("v1.2e3x", "v1.2e3x"), ("10.5", "10.5"),
     ("200000 samples, 2018, 0.123456", "200,000 samples, 2018, 0.123456"),
+    ("-0.8571 and ≤ -1, rank-2, Figure 3-1", "−0.8571 and ≤ −1, rank-2, Figure 3-1"),
 ])
 def test_readable_text(text, expected):
     assert readable_text(text) == expected
