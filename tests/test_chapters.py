@@ -150,6 +150,12 @@ PLANTED_BUGS = {
         "L.tied_objective = lambda M, U, lam: float(np.sum((M - U @ U.T) ** 2) + lam / 2 * np.sum(np.sum(U**2, axis=0) ** 2))",
         "landscape-dropout.lemma-d2.decrease",
     ),
+    "the penalty term of the tied gradient with 2λ in place of 4λ": (
+        "landscape-dropout-toy",
+        "import numpy as np, dropnb.landscape as L\n"
+        "L.tied_gradient = lambda M, U, lam: 4 * (U @ U.T - M) @ U + 2 * lam * U * np.sum(U**2, axis=0)",
+        "landscape-dropout.toy.minimum",
+    ),
     "the curvature term of the shallow Hessian without its factor 2": (
         "landscape-networks",
         "import numpy as np, dropnb.networks as N\n"
