@@ -166,6 +166,12 @@ PLANTED_BUGS = {
         "N._shallow_product = _buggy_product",
         "landscape-networks.theorem12.negative-count",
     ),
+    "dropout's rate (1 − θ)/θ halved, so κ = (1 − θ)/(4θ)": (
+        "landscape-networks-dropout",
+        "import dropnb.linear as L\n"
+        "L.dropout_lambda = lambda retain: (1 - retain) / (2 * retain)",
+        "landscape-networks.dropout.mask-expectation",
+    ),
     "the ReLU polar taken over the arc ends only": (
         "landscape-networks-homogeneous",
         "import numpy as np, dropnb.homogeneous as H\n"
