@@ -100,6 +100,14 @@ PLANTED_BUGS = {
         "E.importance_scores = lambda U, V: np.sum(np.asarray(U)**2, axis=-2) * np.sum(np.asarray(V)**2, axis=-2)",
         "equalization.optimum.rho-below-r.scores",
     ),
+    "the dropout penalty halved in the objective tracked during training": (
+        "equalization-training",
+        "import types, dropnb.training as T\n"
+        "_metrics = T.objective_metrics\n"
+        "_halved = lambda mask: types.SimpleNamespace(characteristic=mask.characteristic / 2)\n"
+        "T.objective_metrics = lambda M, mask, S=None: _metrics(M, _halved(mask), S)",
+        "equalization.figure3.lower-bound",
+    ),
     "the one-hidden-layer rate λ/d in place of ν": (
         "deep-linear",
         "import dropnb.deep as D\n"
