@@ -36,8 +36,8 @@ unit: $(READY)  ## the unit tests of dropnb alone (no chapter runs)
 chapter: $(READY)  ## run one chapter: make chapter NAME=structured PROFILE=book [SEED=3]
 	$(BIN)/python -m dropnb.notebooks run $(NAME) --profile $(PROFILE) $(if $(SEED),--seed $(SEED))
 
-seeds: $(READY)  ## slow: every chapter at quick under ten other seeds; every claim must hold
-	$(BIN)/python -m dropnb.notebooks seeds --count 10
+seeds: $(READY)  ## slow: every chapter at PROFILE (default quick) under ten other seeds; every claim must hold
+	$(BIN)/python -m dropnb.notebooks seeds --count 10 --profile $(PROFILE)
 
 paths: $(READY)  ## slow: every chapter at quick on other numeric code paths, compared with the goldens
 	$(BIN)/python -m dropnb.notebooks paths

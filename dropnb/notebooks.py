@@ -214,8 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     every.add_argument("--seed", type=int, help="default: the chapter's own")
     every.add_argument("--parallel", type=int, default=os.cpu_count() or 1, help="runs at once")
     every.add_argument("--folder", type=Path, default=ROOT / "_build" / "quick", help="records and notebooks")
-    seeds = commands.add_parser("seeds", help="run chapters at quick under other seeds; all claims must hold")
+    seeds = commands.add_parser("seeds", help="run chapters under other seeds (1, 2, …); all claims must hold")
     seeds.add_argument("chapters", nargs="*", help="default: every chapter in the ledger")
+    seeds.add_argument("--profile", choices=PROFILES, default="quick")
     seeds.add_argument("--count", type=int, default=10, help="how many seeds (1, 2, …; default 10)")
     seeds.add_argument("--parallel", type=int, default=os.cpu_count() or 1, help="runs at once")
     seeds.add_argument("--folder", type=Path, default=ROOT / "_build" / "seeds", help="records and notebooks")
@@ -235,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "all":
         jobs = [Job(name, args.folder, profile=args.profile, seed=args.seed) for name in names]
     else:
-        jobs = [Job(name, args.folder / f"seed-{seed}", seed=seed) for seed in range(1, args.count + 1) for name in names]
+        jobs = [Job(name, args.folder / f"seed-{seed}", profile=args.profile, seed=seed) for seed in range(1, args.count + 1) for name in names]
     return _closing_line(len(jobs), _report(run_jobs(jobs, args.parallel)))
 
 
