@@ -119,10 +119,27 @@ def comparison_text(r: Mapping) -> str:
     return f"measured **{measured}** {relation} **{target}** {sign} **{tolerance}**"
 
 
+ESTIMATE = "estimate:"
+
+
+def is_estimate(r: Mapping) -> bool:
+    """Whether the record's tolerance is a first-order estimate, not a bound: its basis starts
+    with ``estimate:`` (CONTRIBUTING, "Claims")."""
+    return r["basis"].lstrip().lower().startswith(ESTIMATE)
+
+
+def origin_text(r: Mapping) -> str:
+    """The basis as Markdown, without the ``estimate:`` prefix (the label says it)."""
+    basis = r["basis"].lstrip()
+    return basis_text(basis[len(ESTIMATE):].lstrip() if is_estimate(r) else basis)
+
+
 def origin_label(r: Mapping) -> str:
-    """What the basis gives: the tolerance, or, for a one-sided check against a bound, the bound."""
-    one_sided_bound = r["comparison"] in ("at_most", "at_least") and r["tolerance"] == 0
-    return "bound" if one_sided_bound else "tolerance"
+    """What the basis gives: the tolerance (or an estimated one), or, for a one-sided check against
+    a bound, the bound."""
+    if r["comparison"] in ("at_most", "at_least") and r["tolerance"] == 0:
+        return "bound"
+    return "estimated tolerance" if is_estimate(r) else "tolerance"
 
 
 def claim_block(record: Any) -> str:
@@ -140,7 +157,7 @@ def claim_block(record: Any) -> str:
         head = f"**{verdict} Claim.** {prose(r['statement'])}"
         lines = [head + ("" if r["passed"] else " **Does not hold.**"), ""]
     lines += [
-        f"{comparison_text(r)} · {origin_label(r)}: {basis_text(r['basis'])} · *{plain(r['source'])}*",
+        f"{comparison_text(r)} · {origin_label(r)}: {origin_text(r)} · *{plain(r['source'])}*",
         "",
         '<details class="claim-record"><summary>record</summary>',
         "",
@@ -186,7 +203,9 @@ def claims_table(records: Iterable[Any], href: Callable[[dict], str] | None = No
         claim = f"{statement} · *{plain(r['source'])}*"
         if href is not None:
             claim += f' · <a class="claim-id" href="{href(r)}">{r["id"]}</a>'
-        origin = f"{readable(r['tolerance'])}: {basis_text(r['basis'])}"
+        origin = f"{readable(r['tolerance'])}: {origin_text(r)}"
+        if is_estimate(r):
+            origin = f"{readable(r['tolerance'])}, estimated: {origin_text(r)}"
         if origin_label(r) == "bound":
             origin = f"the bound: {basis_text(r['basis'])}"
         verdict = "✓" if r["passed"] else "**✗ FAIL**"

@@ -34,7 +34,7 @@ from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util.docutils import SphinxDirective
 
 from .claims import CLAIMS_DIR_VARIABLE, load_records, totals
-from .render import claim_block, claims_table, readable_text
+from .render import claim_block, claims_table, is_estimate, readable_text
 
 logger = logging.getLogger(__name__)
 NUMBER_CELL = re.compile(r"^\s*[≈≤≥≠<>]?\s*[−+-]?[\d.,]+(?:\u202f×\u202f10[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+)?\s*%?\s*$")
@@ -120,10 +120,15 @@ class ClaimsReport(SphinxDirective):
         return f"| {self._page_link(page)} | {len(records) - errata} | {errata} | {hold} |"
 
     def _claims(self, ledger, records) -> list[nodes.Node]:
-        rows = ["| page | claims | errata | hold |", "|---|---|---|---|"]
-        rows += [self._counts(page, records.get(page, [])) for page in ledger]
+        rows = ["| page | claims | errata | hold | estimated tolerances |", "|---|---|---|---|---|"]
+        rows += [f"{self._counts(page, records.get(page, []))} {_estimates(records.get(page, []))} |"
+                 for page in ledger]
         every = [r for page in ledger for r in records.get(page, [])]
-        overview = self._parse(f"Over the whole book: {totals(every)}.\n\n" + "\n".join(rows), nodes.container())
+        estimated = _estimates(every)
+        overview = self._parse(
+            f"Over the whole book: {totals(every)}. {estimated} of the {len(every)} tolerances "
+            f"{'is a first-order estimate' if estimated == 1 else 'are first-order estimates'} "
+            "(marked *estimated*); the others are bounds.\n\n" + "\n".join(rows), nodes.container())
         sections = []
         for page in ledger:
             rs = records.get(page, [])
@@ -155,6 +160,11 @@ class ClaimsReport(SphinxDirective):
                f"| Python | {platform.python_version()} ({platform.machine()}) |"]
         env += [f"| {name} | {version(name)} |" for name in PACKAGES]
         return self._parse("\n".join(rows + env), nodes.container()).children
+
+
+def _estimates(records: list[dict]) -> int:
+    """How many of the records rest on an estimated tolerance (:func:`dropnb.render.is_estimate`)."""
+    return sum(is_estimate(r) for r in records)
 
 
 class ReadableNumbers(SphinxPostTransform):

@@ -92,3 +92,12 @@ def test_numbers_in_statements_and_bases_read_without_e_notation(tmp_path):
                         basis="Bonferroni bound for 30 z-scores at level 1e-06")
     block = claim_block(record)
     assert f"at level 1{P}⁻⁶, $10^{{-6}}$" in block and "1e-06" not in block.split("<details")[0]
+
+
+def test_an_estimated_tolerance_is_labelled_as_such(tmp_path):
+    book = Claims("ch1", "quick", directory=tmp_path)
+    record = book.claim("ch1.value", source="Thm 3", statement="$f = f^\\star$", measured=1.0, target=1.0,
+                        tolerance=1e-9, basis="estimate: g²/(2m) at the end point")
+    block = claim_block(record)
+    assert "estimated tolerance: g²/(2m) at the end point · *Thm 3*" in block
+    assert f"| 1.00{P}⁻⁹, estimated: g²/(2m) at the end point |" in claims_table([record])
