@@ -191,6 +191,23 @@ PLANTED_BUGS = {
         "H.polar = _ends_only",
         "landscape-networks.theorem19.polar",
     ),
+    "the dual value of the factorization's duality gap with a quarter of the squared norm of Q": (
+        "landscape-networks-factorization",
+        "import numpy as np, dropnb.factorization as F\n"
+        "def _quarter_gap(Y, U, V, lam, kappa=0.0, _gap=F.duality_gap, np=np):\n"
+        "    R = Y - U @ np.swapaxes(V, -1, -2)\n"
+        "    sigma = np.linalg.svd(R, compute_uv=False)[..., 0]\n"
+        "    scale = np.where(np.asarray(kappa) > 0, 1.0, np.minimum(1.0, lam / sigma))\n"
+        "    return _gap(Y, U, V, lam, kappa) - 0.25 * np.sum((R * scale[..., None, None]) ** 2, axis=(-2, -1))\n"
+        "F.duality_gap = _quarter_gap",
+        "landscape-networks.theorem15.conjugate",
+    ),
+    "importance scores ‖uᵢ‖²‖vᵢ‖² in place of ‖uᵢ‖‖vᵢ‖, so the dropout penalty has degree 8": (
+        "landscape-networks-dropout",
+        "import numpy as np, dropnb.equalizer as E\n"
+        "E.importance_scores = lambda U, V: np.sum(np.asarray(U) ** 2, axis=-2) * np.sum(np.asarray(V) ** 2, axis=-2)",
+        "landscape-networks.dropout.split",
+    ),
 }
 
 
