@@ -130,13 +130,15 @@ def probability(value, name: str) -> float:
     return number(value, name, minimum=0, maximum=1, open_minimum=True)
 
 
-def weights(value, name: str, shape: tuple[int, ...]) -> np.ndarray:
+def weights(value, name: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
     """Non-negative weights (λ, μ) of a batch of problems: one finite number ≥ 0 for all, or an array
     of them broadcastable to the batch ``shape`` (one per run); returned broadcast to ``shape``
-    (a read-only float64 view)."""
-    requirement = f"a finite number ≥ 0 or an array of them broadcastable to shape {tuple(shape)}"
+    (a read-only float64 view). Without ``shape``, any shape is accepted and kept."""
+    requirement = "a finite number ≥ 0 or an array of them" + (
+        "" if shape is None else f" broadcastable to shape {tuple(shape)}")
     try:
         array = real_array(value, name)
+        shape = array.shape if shape is None else shape
         if not (np.all(np.isfinite(array)) and np.all(array >= 0)):
             raise ValueError
         return np.broadcast_to(array, shape)
@@ -246,6 +248,8 @@ def function(value, name: str) -> Callable:
 
 def instance(value, name: str, kind: type | tuple[type, ...], what: str):
     """An instance of ``kind`` (``what`` describes it in the error), returned as it is."""
+    if not isinstance(kind, (type, tuple)):
+        raise error("kind", "a type or a tuple of types", kind)
     if not isinstance(value, kind):
         raise error(name, what, value)
     return value
@@ -271,7 +275,7 @@ def symmetric(value, name: str) -> np.ndarray:
 def environment_integer(variable: str, default: int, minimum: int = 1) -> int:
     """The integer in the environment variable ``variable`` (digits only, at least ``minimum``);
     ``default`` when it is unset or empty."""
-    value = os.environ.get(variable) or ""
+    value = os.environ.get(text(variable, "variable")) or ""
     if not value:
         return default
     if not value.isdigit() or int(value) < minimum:
