@@ -84,19 +84,21 @@ def integer(value, name: str, minimum: int | None = 1, maximum: int | None = Non
 
 
 def number(value, name: str, *, minimum: float | None = None, maximum: float | None = None,
-           open_minimum: bool = False, open_maximum: bool = False) -> float:
+           open_minimum: bool = False, open_maximum: bool = False, finite: bool = True) -> float:
     """``value`` as a finite float within the bounds (open or closed; None: unbounded). Anything
     ``float`` takes that is a single number is accepted (ints, numpy scalars, 0-d arrays);
-    booleans, strings and arrays with entries are refused."""
-    requirement = ("a number" if minimum is not None and maximum is not None else "a finite number") \
+    booleans, strings, complex numbers and arrays with entries are refused. With ``finite=False``
+    (and no bounds) NaN and ±∞ are accepted too: any real number."""
+    requirement = ("a number" if minimum is not None and maximum is not None
+                   else "a finite number" if finite else "a real number") \
         + _bounds(minimum, maximum, open_minimum, open_maximum)
-    converted = math.nan
+    converted = None
     if _single_real(value):
         try:
             converted = float(value)
         except (TypeError, ValueError):
             pass
-    if not math.isfinite(converted) \
+    if converted is None or (finite and not math.isfinite(converted)) \
             or (minimum is not None and (converted <= minimum if open_minimum else converted < minimum)) \
             or (maximum is not None and (converted >= maximum if open_maximum else converted > maximum)):
         raise error(name, requirement, value)

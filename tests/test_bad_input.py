@@ -33,13 +33,12 @@ OUT_OF_SCOPE_MODULES = {
     "sphinxext": "sphinx extension hooks, called by sphinx with its own application objects",
     "notebooks": "executes chapters (paths, page names and a CLI)",
     "bibliography": "pybtex style plugin, called by sphinxcontrib-bibtex",
-    "render": "text rendering of claim records (records come from claims.Claims, validated there)",
-    "regression": "golden-record files and their comparison (records and paths, not numbers)",
 }
 # Public names that are not entry points for numbers.
 OUT_OF_SCOPE = {
     "claims.ClaimFailed": "exception type",
     "optimize.NotAMinimum": "exception type",
+    "regression.main": "command-line entry point",
     "claims.Record": "result record (a dataclass the Claims methods fill from validated values)",
     "config.Config": "dataclass of a run's settings, built by dropnb.setup from resolved values",
     "engine.Run": "result record built by engine.descend",
@@ -414,6 +413,27 @@ EXAMPLES.update({
     "optimize.minimize": dict(fun=square, x0=np.array([1.0, 2.0]), gtol=1e-8, max_iter=100, newton_steps=2),
     # plotting
     "plotting.use_style": dict(),
+    # regression
+    "regression.golden_record": dict(record=RECORD),
+    "regression.write_golden": dict(chapter="page", records=[RECORD], folder=TMP),
+    "regression.read_golden": dict(chapter="deep-linear", folder=Path(dropnb.__file__).parents[1] / "tests" / "golden"),
+    "regression.record_differences": dict(golden=RECORD, record=RECORD),
+    "regression.differences": dict(golden=[RECORD], records=[RECORD]),
+    "regression.compare_folder": dict(records_dir=TMP, chapters=[]),
+    "regression.verdict": dict(chapter="page", problems=[]),
+    # render
+    "render.readable": dict(value=0.123456, digits=3),
+    "render.readable_text": dict(text="1e-3"),
+    "render.plain": dict(text="a $x$"),
+    "render.prose": dict(text="a $x$"),
+    "render.basis_text": dict(basis="rounding"),
+    "render.comparison_text": dict(r=RECORD),
+    "render.is_estimate": dict(r=RECORD),
+    "render.origin_text": dict(r=RECORD),
+    "render.origin_label": dict(r=RECORD),
+    "render.claim_block": dict(record=RECORD),
+    "render.record_list": dict(r=RECORD),
+    "render.claims_table": dict(records=[RECORD]),
     # rounding
     "rounding.roundoff_tolerance": dict(operations=100),
     "rounding.hessian_cutoff": dict(H=SYM),
@@ -581,6 +601,9 @@ ACCEPTED = {
     ("stats.self_normalized_z", "axis", "negative"): "numpy axes count from the end",
     ("stats.streaming_mean", "chunks", "one"): "a single chunk is a valid stream",
     ("stats.streaming_mean", "chunks", "empty"): "no chunk: an empty estimate (its mean then refuses)",
+    ("render.readable", "value", "nan"): "a renderer shows every real number: NaN reads 'NaN'",
+    ("render.readable", "value", "inf"): "a renderer shows every real number: ∞ reads '∞'",
+    ("render.readable", "value", "minus_inf"): "a renderer shows every real number: −∞ reads '−∞'",
     ("engine.to_numpy", "a", "*"): "a conversion helper: any array or tensor is converted, not judged",
     ("config.Config.pick", "quick", "*"): "pick returns one of its arguments, which may be anything",
     ("config.Config.pick", "book", "*"): "pick returns one of its arguments, which may be anything",
