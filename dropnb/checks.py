@@ -1,10 +1,16 @@
 """Argument validators shared by every module, with one error format.
 
-Each validator returns the value in its working type (``int``, ``float`` or a float64 array) or
-raises ``ValueError("<name> must be <requirement>, got <value>")``, naming the argument and what
-the caller requires of it, e.g. ``width must be a positive integer, got 0``. Booleans are never
-numbers here, numpy integers and floats are. Model-specific checks of shapes (``linear.check_network``,
-``deep.check_layers``, …) stay in their modules and are built on these.
+Each validator returns the value in its working type (``int``, ``float``, a float64 array or a
+torch tensor) or raises ``ValueError("<name> must be <requirement>, got <value>")``, naming the
+argument and what the caller requires of it, e.g. ``width must be a positive integer, got 0``.
+Booleans are never numbers here, numpy integers and floats are; complex numbers, strings and
+object arrays are never real arrays; arrays must be finite and have entries (unless ``empty``);
+numpy arrays, lists and torch tensors are all accepted where a function takes an array
+(:func:`matrix` gives numpy, :func:`tensor` keeps torch). Beside numbers and arrays there are
+validators for random generators, choices among strings, flags, texts, functions, instances and
+batch shapes. Model-specific checks of shapes (``linear.check_network``, ``deep.check_layers``, …)
+stay in their modules and are built on these. A public function validates at entry, once; a
+training loop calls unvalidated cores (``_batched_objective`` and the like) at every step.
 
 :mod:`dropnb.threads` repeats the integer check without numpy: it must run before numpy loads.
 """

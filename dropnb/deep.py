@@ -95,8 +95,8 @@ def check_batched_layers(layers, S=None, name: str = "layers") -> tuple[list[tor
     (floating tensors unchanged, autograd graphs kept). One check per call: the batched functions
     below validate through it at entry; training loops call their unvalidated cores."""
     if not isinstance(layers, (list, tuple)) or len(layers) < 2:
-        raise checks.error(name, "a list of at least two weight matrices (one hidden layer)",
-                           type(layers).__name__ if not isinstance(layers, (list, tuple)) else f"{len(layers)}")
+        got = f"{len(layers)} of them" if isinstance(layers, (list, tuple)) else f"a {type(layers).__name__}"
+        raise ValueError(f"{name} must be a list of at least two weight matrices (one hidden layer), got {got}")
     layers = [checks.tensor(W, f"{name}[{i}]", batched=True) for i, W in enumerate(layers)]
     for i in range(1, len(layers)):
         if layers[i].shape[-1] != layers[i - 1].shape[-2]:

@@ -214,7 +214,7 @@ def train(parameters: Mapping[str, torch.Tensor], loss: Callable[[State, Any], t
         raise ValueError(f"optimizer must be 'sgd' or 'adam', got {optimizer!r}")
     loss, schedule = function(loss, "loss"), instance(schedule, "schedule", Schedule, "a Schedule")
     if not isinstance(parameters, Mapping) or not parameters:
-        raise error("parameters", "a non-empty mapping of names to tensors", type(parameters).__name__)
+        raise ValueError(f"parameters must be a non-empty mapping of names to tensors, got {parameters!r:.80}")
     for name, p in parameters.items():
         tensor(p, f"parameters[{name!r}]", ndim=0, batched=True)
     if data is not None:

@@ -101,8 +101,8 @@ def features(weights: list[torch.Tensor], X: torch.Tensor) -> torch.Tensor:
 def _check_network(weights, X):
     """Validate [W₁, b₁, …, W_L, b_L, U] (tensors (R, ·, ·), chaining) and X (d, N) (tensors)."""
     if not isinstance(weights, (list, tuple)) or len(weights) < 3 or len(weights) % 2 == 0:
-        raise checks.error("weights", "a list [W1, b1, …, WL, bL, U] of tensors (as from init_weights)",
-                           type(weights).__name__ if not isinstance(weights, (list, tuple)) else len(weights))
+        got = f"{len(weights)} of them" if isinstance(weights, (list, tuple)) else f"a {type(weights).__name__}"
+        raise ValueError(f"weights must be a list [W1, b1, …, WL, bL, U] of tensors (as from init_weights), got {got}")
     weights = [checks.tensor(W, f"weights[{i}]", ndim=3) for i, W in enumerate(weights)]
     X = checks.tensor(X, "X")
     width = X.shape[0]

@@ -311,7 +311,7 @@ def deep_gradient_descent(
     is ``W1``, ``W2``, …"""
     M = checks.matrix(M, "M")
     if not isinstance(layers0, (list, tuple)):
-        raise checks.error("layers0", "a list of arrays of shape (R, dᵢ, dᵢ₋₁)", type(layers0).__name__)
+        raise ValueError(f"layers0 must be a list of arrays of shape (R, dᵢ, dᵢ₋₁), got a {type(layers0).__name__}")
     layers0 = [checks.matrix(W, f"layers0[{i}]", ndim=3) for i, W in enumerate(layers0)]
     if len(layers0) < 2 or any(W.ndim != 3 or W.shape[0] != layers0[0].shape[0] for W in layers0):
         raise ValueError("layers0 must hold at least two arrays of shape (R, dᵢ, dᵢ₋₁) with a common R")
