@@ -215,8 +215,7 @@ def train(parameters: Mapping[str, torch.Tensor], loss: Callable[[State, Any], t
     loss, schedule = function(loss, "loss"), instance(schedule, "schedule", Schedule, "a Schedule")
     if not isinstance(parameters, Mapping) or not parameters:
         raise ValueError(f"parameters must be a non-empty mapping of names to tensors, got {parameters!r:.80}")
-    for name, p in parameters.items():
-        tensor(p, f"parameters[{name!r}]", ndim=0, batched=True)
+    parameters = {name: tensor(p, f"parameters[{name!r}]", ndim=0, batched=True) for name, p in parameters.items()}
     if data is not None:
         function(data, "data")
     if project is not None:

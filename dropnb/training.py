@@ -267,7 +267,7 @@ def deep_metrics(M: np.ndarray, lam, S: np.ndarray | None = None) -> Metrics:
     ``objective`` (the exact dropout objective, λ a number or one per run), ``sub_regularizers``
     (R₁, …, R_k) and ``singular_values`` of WS^{1/2}, W the network map. Validated here, once."""
     M = checks.matrix(M, "M")
-    lam = checks.weights(lam, "lam")
+    checks.weights(lam, "lam")
     S = None if S is None else _check_moment(S, M.shape[1])
     constants = {}
 
