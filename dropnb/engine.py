@@ -137,9 +137,13 @@ def check_checkpoints(checkpoints, steps: int) -> np.ndarray:
 
 
 def to_numpy(a) -> np.ndarray:
-    """A tensor or array as a numpy float64 array (a copy)."""
+    """A real tensor or array as a numpy float64 array (a copy), of any shape; NaN and ±∞ are kept
+    (a diverged metric is recorded as it is) and booleans read 0 and 1; complex numbers, strings
+    and objects are refused (a complex value would lose its imaginary part)."""
     if isinstance(a, torch.Tensor):
         a = a.detach().cpu().numpy()
+    if isinstance(a, (str, bytes)) or np.asarray(a).dtype.kind not in "biuf":
+        raise error("a", "a real array or tensor", a)
     return np.array(a, dtype=np.float64)
 
 
