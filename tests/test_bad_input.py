@@ -12,10 +12,14 @@ public function without an example fails :func:`test_every_public_function_has_a
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import importlib
 import inspect
+import os
 import pkgutil
 import re
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -122,7 +126,8 @@ TORCH_LAYERS = [T(W) for W in LAYERS]
 RECORD = dict(id="page.claim", chapter="page", page="page", kind="claim", source="Lemma 1", statement="a = b",
               measured=1.0, target=1.0, comparison="close", tolerance=0.1, basis="rounding", passed=True,
               profile="quick", seconds=0.1, device="cpu", printed=None, printed_target=None, seed=0)
-TMP = Path(tempfile.mkdtemp(prefix="dropnb-bad-input-"))
+TMP = Path(tempfile.mkdtemp(prefix="dropnb-bad-input-"))  # claims and goldens written by the examples
+atexit.register(shutil.rmtree, TMP, True)
 
 
 def square(x):
@@ -676,6 +681,26 @@ for _mutation in ("zero_d", "empty", "other_ndim"):
 
 
 
+# Functions that set process-wide state (thread counts, environment, matplotlib style): called with
+# that state restored afterwards, so that this test leaves the session as it found it.
+GLOBAL_STATE = {"config.configure_threads", "threads.set_defaults", "plotting.use_style"}
+
+
+@contextlib.contextmanager
+def restored_global_state():
+    import matplotlib as mpl
+    import threadpoolctl
+
+    threads, environment = torch.get_num_threads(), dict(os.environ)
+    with threadpoolctl.threadpool_limits(limits=None), mpl.rc_context():
+        try:
+            yield
+        finally:
+            torch.set_num_threads(threads)
+            os.environ.clear()
+            os.environ.update(environment)
+
+
 def arguments(kwargs: dict) -> dict:
     return {name: value.make() if isinstance(value, Fresh) else value for name, value in kwargs.items()}
 
@@ -686,6 +711,9 @@ def call(entry: str, kwargs: dict):
     kwargs = arguments(kwargs)
     if method:
         target = getattr(kwargs.pop("self") if "self" in kwargs else target, method[0])
+    if entry in GLOBAL_STATE:
+        with restored_global_state():
+            return target(**kwargs)
     return target(**kwargs)
 
 
