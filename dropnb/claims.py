@@ -27,7 +27,7 @@ from typing import Any, Iterable
 
 
 from . import checks
-from .config import book_root
+from .config import PROFILES, book_root
 from .render import COMPARISONS, RELATIONS, claim_block, claims_table
 
 CLAIMS_DIR_VARIABLE = "DROPNB_CLAIMS_DIR"
@@ -39,7 +39,10 @@ class ClaimFailed(AssertionError):
 
 
 def holds(measured: float, target: float, comparison: str, tolerance: float) -> bool:
-    """Whether ``measured`` stands in ``comparison`` to ``target`` within ``tolerance``."""
+    """Whether ``measured`` stands in ``comparison`` to ``target`` within ``tolerance`` (finite numbers,
+    the tolerance ≥ 0)."""
+    measured, target = checks.number(measured, "measured"), checks.number(target, "target")
+    tolerance = checks.nonnegative(tolerance, "tolerance")
     if comparison == "close":
         return abs(measured - target) <= tolerance
     if comparison == "at_most":
@@ -122,6 +125,8 @@ class Claims:
         prefix = page if prefix is None else prefix
         if not isinstance(prefix, str) or not _ID.match(prefix):
             raise ValueError(f"prefix must be a lower-case identifier, got {prefix!r}")
+        profile, device = checks.choice(profile, "profile", PROFILES), checks.text(device, "device")
+        seed = None if seed is None else checks.integer(seed, "seed", minimum=0)
         self.page = page
         self.prefix = prefix
         self.profile = profile
@@ -148,6 +153,8 @@ class Claims:
     ) -> Record:
         """Record ``measured`` against ``target``; raise :class:`ClaimFailed` if it does not hold."""
         measured, target, tolerance = self._check_numbers(measured, target, tolerance)
+        for text, name in ((source, "source"), (statement, "statement"), (basis, "basis")):
+            checks.text(text, name)
         passed = holds(measured, target, comparison, tolerance)
         return self._record(
             Record(id=self._new_id(id), chapter=self.prefix, page=self.page, kind="claim", source=source,
@@ -177,6 +184,8 @@ class Claims:
         measured, corrected_target, tolerance = self._check_numbers(measured, corrected_target, tolerance,
                                                                     "corrected_target")
         printed_target = checks.number(printed_target, "printed_target")
+        for text, name in ((source, "source"), (printed, "printed"), (corrected, "corrected"), (basis, "basis")):
+            checks.text(text, name)
         passed = holds(measured, corrected_target, "close", tolerance) and holds(
             measured, printed_target, "differs", tolerance
         )
@@ -202,7 +211,7 @@ class Claims:
                 checks.nonnegative(tolerance, "tolerance"))
 
     def _new_id(self, id: str) -> str:
-        if not _ID.match(id) or not id.startswith(self.prefix + "."):
+        if not isinstance(id, str) or not _ID.match(id) or not id.startswith(self.prefix + "."):
             raise ValueError(f"id must be a lower-case identifier starting with '{self.prefix}.', got {id!r}")
         if any(r.id == id for r in self.records):
             raise ValueError(f"id {id!r} is already recorded on this page")

@@ -48,6 +48,7 @@ def resolve_profile(profile: str | None = None) -> str:
 
 def resolve_seed(seed: int | None, default: int) -> int:
     """The base seed: the argument if given, else ``$DROPNB_SEED``, else the chapter's ``default``."""
+    default = checks.integer(default, "default", minimum=0)
     if seed is None:
         seed = checks.environment_integer(SEED_VARIABLE, default, minimum=0)
     return checks.integer(seed, "seed", minimum=0)
@@ -60,7 +61,7 @@ def default_device() -> torch.device:
 
 def stream_seed(seed: int, stream: str) -> list[int]:
     """Seed sequence of a named random stream: independent streams for independent experiments."""
-    return [checks.integer(seed, "seed", minimum=0), zlib.crc32(stream.encode())]
+    return [checks.integer(seed, "seed", minimum=0), zlib.crc32(checks.text(stream, "stream", empty=True).encode())]
 
 
 @dataclass(frozen=True)

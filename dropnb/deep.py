@@ -47,14 +47,16 @@ def check_layers(layers, S=None) -> tuple[list[np.ndarray], np.ndarray]:
 
 def check_widths(widths, name: str = "hidden_widths") -> np.ndarray:
     """A non-empty 1-d array of positive integer widths."""
-    array = np.asarray(widths)
-    if array.ndim != 1 or array.size == 0 or not np.all(array == np.round(array)) or np.any(array < 1):
+    array = np.asarray(widths) if not isinstance(widths, (str, bytes)) else np.asarray([])
+    if array.dtype.kind not in "iuf" or array.ndim != 1 or array.size == 0 or not np.all(array == np.round(array)) \
+            or np.any(array < 1):
         raise ValueError(f"{name} must be a non-empty list of positive integers, got {widths!r}")
     return array.astype(int)
 
 
 def psd_sqrt(S) -> np.ndarray:
     """S^{1/2} of a symmetric positive semidefinite S (eigendecomposition, negative rounding clipped)."""
+    S = checks.symmetric(S, "S")
     values, vectors = np.linalg.eigh(S)
     return (vectors * np.sqrt(np.clip(values, 0, None))) @ vectors.T
 
@@ -87,11 +89,37 @@ def effective_rate(hidden_widths, lam: float) -> float:
     return float(np.prod(1 + checks.nonnegative(lam, "lam") / widths) - 1)
 
 
+def check_batched_layers(layers, S=None, name: str = "layers") -> tuple[list[torch.Tensor], torch.Tensor | None]:
+    """Validate torch layers W₁, …, W_{k+1} (each (…, dᵢ, dᵢ₋₁), finite, real; numpy arrays become
+    float64 tensors; at least two, chaining) and S (…, d₀, d₀) or None; return them as tensors
+    (floating tensors unchanged, autograd graphs kept). One check per call: the batched functions
+    below validate through it at entry; training loops call their unvalidated cores."""
+    if not isinstance(layers, (list, tuple)) or len(layers) < 2:
+        got = f"{len(layers)} of them" if isinstance(layers, (list, tuple)) else f"a {type(layers).__name__}"
+        raise ValueError(f"{name} must be a list of at least two weight matrices (one hidden layer), got {got}")
+    layers = [checks.tensor(W, f"{name}[{i}]", batched=True) for i, W in enumerate(layers)]
+    for i in range(1, len(layers)):
+        if layers[i].shape[-1] != layers[i - 1].shape[-2]:
+            raise ValueError(f"{name}[{i}] must have {layers[i - 1].shape[-2]} columns to follow {name}[{i - 1}] "
+                             f"{tuple(layers[i - 1].shape)}, got {tuple(layers[i].shape)}")
+    d0 = layers[0].shape[-1]
+    if S is not None:
+        S = checks.tensor(S, "S", batched=True)
+        if S.shape[-2:] != (d0, d0):
+            raise ValueError(f"S must be {d0}×{d0} to match {name}[0], got shape {tuple(S.shape)}")
+    return layers, S
+
+
 def batched_sub_regularizers(layers: list[torch.Tensor], S: torch.Tensor | None = None) -> torch.Tensor:
     """(R₁, …, R_k) along a new last axis, batched over leading dimensions of the layers; R_l is the
     coefficient of λ^l in R. Second moments are propagated as polynomials in λ: P = S, then for each
     hidden layer P ← WPWᵀ and P_l ← P_l + Diag(P_{l−1}); finally R_l = tr(W_{k+1}P_lW_{k+1}ᵀ), a
-    sum of non-negative terms. Differentiable; no validation. Cost O(k² d³) per network."""
+    sum of non-negative terms. Differentiable; validated at entry (:func:`check_batched_layers`).
+    Cost O(k² d³) per network."""
+    return _batched_sub_regularizers(*check_batched_layers(layers, S))
+
+
+def _batched_sub_regularizers(layers, S=None):
     k = len(layers) - 1
     first = layers[0]
     d0 = first.shape[-1]
@@ -111,7 +139,12 @@ def batched_regularizer(layers: list[torch.Tensor], lam: torch.Tensor | float,
                         S: torch.Tensor | None = None) -> torch.Tensor:
     """R = tr(W_{k+1}P_kW_{k+1}ᵀ) − tr(WSWᵀ) with P₀ = S and Pᵢ = T(WᵢPᵢ₋₁Wᵢᵀ), T(A) = A + λ Diag(A),
     over leading batch dimensions (λ a number or a tensor of the batch shape). The cheap form,
-    O(k d³), for training; differentiable; no validation."""
+    O(k d³), for training; differentiable; validated at entry (:func:`check_batched_layers`)."""
+    layers, S = check_batched_layers(layers, S)
+    return _batched_regularizer(layers, checks.tensor_weights(lam, "lam"), S)
+
+
+def _batched_regularizer(layers, lam, S=None):
     first = layers[0]
     d0 = first.shape[-1]
     P = torch.eye(d0, dtype=first.dtype, device=first.device) if S is None else S
@@ -126,10 +159,21 @@ def batched_regularizer(layers: list[torch.Tensor], lam: torch.Tensor | float,
 
 def batched_objective(M: torch.Tensor, layers: list[torch.Tensor], lam: torch.Tensor | float,
                       S: torch.Tensor | None = None) -> torch.Tensor:
-    """tr((M − W)S(M − W)ᵀ) + R over leading batch dimensions (:func:`batched_regularizer`)."""
+    """tr((M − W)S(M − W)ᵀ) + R over leading batch dimensions (:func:`batched_regularizer`);
+    validated at entry (M: (…, d_{k+1}, d₀))."""
+    layers, S = check_batched_layers(layers, S)
+    M = checks.tensor(M, "M", batched=True)
+    if M.shape[-2:] != (layers[-1].shape[-2], layers[0].shape[-1]):
+        raise ValueError(f"M must be {layers[-1].shape[-2]}×{layers[0].shape[-1]} to match the layers, "
+                         f"got shape {tuple(M.shape)}")
+    return _batched_objective(M, layers, checks.tensor_weights(lam, "lam"), S)
+
+
+def _batched_objective(M, layers, lam, S=None):
+    """:func:`batched_objective` without validation, for training loops (validate once at entry)."""
     residual = M - _product(layers)
     loss = (residual**2).sum((-2, -1)) if S is None else ((residual @ S) * residual).sum((-2, -1))
-    return loss + batched_regularizer(layers, lam, S)
+    return loss + _batched_regularizer(layers, lam, S)
 
 
 def _torch(layers, S):
@@ -197,7 +241,7 @@ def sampled_regularizer(layers, retain: float, n: int, rng: np.random.Generator,
     (A = ``input_factor``, so S = AAᵀ; A = I if omitted). Their mean estimates R."""
     layers, _ = check_layers(layers)
     theta = checks.probability(retain, "retain")
-    n = checks.integer(n, "n")
+    n, rng = checks.integer(n, "n"), checks.generator(rng, "rng")
     d0 = layers[0].shape[1]
     if input_factor is None:
         x = rng.standard_normal((n, d0))
@@ -236,6 +280,8 @@ def equalization_gaps(layers, S=None) -> np.ndarray:
 def nuclear_norm(W, S=None) -> float:
     """‖WS^{1/2}‖_*."""
     W = checks.matrix(W, "W")
+    if S is not None and np.shape(checks.matrix(S, "S")) != (W.shape[1],) * 2:
+        raise ValueError(f"S must be {W.shape[1]}×{W.shape[1]} to match W {W.shape}, got shape {np.shape(S)}")
     return float(np.linalg.svd(W if S is None else W @ psd_sqrt(S), compute_uv=False).sum())
 
 
@@ -290,7 +336,7 @@ def global_optimum(M, hidden_widths, lam: float, S=None) -> DeepOptimum:
     M, widths = checks.matrix(M, "M"), check_widths(hidden_widths)
     S = np.eye(M.shape[1]) if S is None else checks.matrix(S, "S")
     if S.shape != (M.shape[1],) * 2 or np.linalg.eigvalsh((S + S.T) / 2).min() <= 0:
-        raise ValueError(f"S must be a positive definite {M.shape[1]}×{M.shape[1]} matrix")
+        raise ValueError(f"S must be a positive definite {M.shape[1]}×{M.shape[1]} matrix to match M {M.shape}")
     nu = effective_rate(widths, lam)
     root = psd_sqrt(S)
     A, s, Bt = np.linalg.svd(M @ root, full_matrices=False)
@@ -310,9 +356,12 @@ def flat_objective(M, architecture, lam: float, S=None):
     M = checks.matrix(M, "M")
     sizes = check_widths(architecture, "architecture")
     if len(sizes) < 3 or (sizes[-1], sizes[0]) != M.shape:
-        raise ValueError(f"architecture must be (d₀, d₁, …, d_{{k+1}}) with d_{{k+1}}×d₀ = {M.shape}, got {architecture!r}")
+        raise ValueError(f"architecture must be (d₀, d₁, …, d_{{k+1}}) with d_{{k+1}}×d₀ = {M.shape}, the shape of M, "
+                         f"got {architecture!r}")
     lam = checks.nonnegative(lam, "lam")
     S = np.eye(M.shape[1]) if S is None else checks.matrix(S, "S")
+    if S.shape != (M.shape[1],) * 2:
+        raise ValueError(f"S must be {M.shape[1]}×{M.shape[1]} to match M {M.shape}, got shape {S.shape}")
     shapes = [(int(sizes[i + 1]), int(sizes[i])) for i in range(len(sizes) - 1)]
     ends = np.cumsum([a * b for a, b in shapes])
     M_t, C_t = torch.tensor(M), torch.tensor(S)
@@ -321,6 +370,6 @@ def flat_objective(M, architecture, lam: float, S=None):
         return [x[end - a * b:end].reshape(a, b) for end, (a, b) in zip(ends, shapes)]
 
     def objective(x: torch.Tensor) -> torch.Tensor:
-        return batched_objective(M_t, split(x), lam, C_t)
+        return _batched_objective(M_t, split(x), lam, C_t)
 
     return objective, lambda x: [np.asarray(W) for W in split(np.asarray(x))]

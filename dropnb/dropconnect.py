@@ -90,6 +90,7 @@ def sample_masks(shape: int | tuple[int, ...], d2: int, width: int, retain: floa
     ``Bernoulli(d2 * width, retain).sample_torch(shape, generator).reshape(*shape, d2, width)``
     draws them in torch."""
     d2, width = checks.integer(d2, "d2"), checks.integer(width, "width")
+    shape, rng = checks.shape(shape, "shape"), checks.generator(rng, "rng")
     masks = Bernoulli(d2 * width, retain).sample(shape, rng)
     return masks.reshape(*masks.shape[:-1], d2, width)
 
@@ -117,6 +118,8 @@ def monte_carlo_objective(M, U, V, retain: float, draw_inputs: Callable[[int, np
     x = ``draw_inputs(n, rng)`` and an independent mask Z, streamed in chunks."""
     M, U, V, _ = linear.check_network(M, U, V)
     theta = checks.probability(retain, "retain")
+    draw_inputs, rng = checks.function(draw_inputs, "draw_inputs"), checks.generator(rng, "rng")
+    samples = checks.integer(samples, "samples")
     return streaming_mean(
         sampled_losses(M, U, V, draw_inputs(n, rng), sample_masks(n, *V.shape, theta, rng), theta)
         for n in chunk_sizes(samples)
@@ -127,7 +130,13 @@ def batched_objective(M: torch.Tensor, U: torch.Tensor, V: torch.Tensor, lam: fl
                       S: torch.Tensor | None = None) -> torch.Tensor:
     """The DropConnect objective in torch, over any leading batch dimensions of U (…, d₁, r) and
     V (…, d₂, r): tr((M − UVᵀ) S (M − UVᵀ)ᵀ) + λ Σₖ ‖uₖ‖² Σⱼ Vⱼₖ² Sⱼⱼ (S = I when omitted).
-    Differentiable; no validation (the counterpart of :func:`dropnb.linear.batched_objective`)."""
+    Differentiable; validated at entry (the counterpart of :func:`dropnb.linear.batched_objective`)."""
+    M, U, V, _, S = linear.check_batched(M, U, V, None, S)
+    return _batched_objective(M, U, V, checks.tensor_weights(lam, "lam"), S)
+
+
+def _batched_objective(M, U, V, lam, S=None):
+    """:func:`batched_objective` without validation."""
     residual = M - U @ V.transpose(-1, -2)
     if S is None:
         loss = (residual**2).sum((-2, -1))

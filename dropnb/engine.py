@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from tqdm import tqdm  # the text bar: tqdm.auto warns in a kernel without ipywidgets
 
-from .checks import integer, positive
+from .checks import error, flag, function, instance, integer, matrix, positive, tensor
 
 State = dict[str, Any]
 Metrics = Callable[[State], Mapping[str, Any]]
@@ -126,16 +126,24 @@ def check_checkpoints(checkpoints, steps: int) -> np.ndarray:
     """The sorted distinct checkpoint steps in [0, steps]; about 40 log-spaced ones if None."""
     if checkpoints is None:
         return log_checkpoints(steps, 40)
-    checkpoints = np.unique(np.asarray(checkpoints, dtype=int))
+    steps, requested = integer(steps, "steps", minimum=0), checkpoints
+    checkpoints = matrix(checkpoints, "checkpoints", ndim=1)
+    if not np.all(checkpoints == np.round(checkpoints)):
+        raise error("checkpoints", "a set of whole step numbers", requested)
+    checkpoints = np.unique(checkpoints.astype(int))
     if checkpoints.size == 0 or checkpoints.min() < 0 or checkpoints.max() > steps:
         raise ValueError(f"checkpoints must be a non-empty set of steps in [0, {steps}], got {checkpoints!r}")
     return checkpoints
 
 
 def to_numpy(a) -> np.ndarray:
-    """A tensor or array as a numpy float64 array (a copy)."""
+    """A real tensor or array as a numpy float64 array (a copy), of any shape; NaN and ±∞ are kept
+    (a diverged metric is recorded as it is) and booleans read 0 and 1; complex numbers, strings
+    and objects are refused (a complex value would lose its imaginary part)."""
     if isinstance(a, torch.Tensor):
         a = a.detach().cpu().numpy()
+    if isinstance(a, (str, bytes)) or np.asarray(a).dtype.kind not in "biuf":
+        raise error("a", "a real array or tensor", a)
     return np.array(a, dtype=np.float64)
 
 
@@ -151,6 +159,10 @@ def descend(state: State, step: Step, schedule: Schedule, *, checkpoints=None, m
     At every checkpoint t (about 40 log-spaced ones if None) the state must be finite
     (FloatingPointError otherwise), ``metrics(state)`` is recorded and, if ``keep``, the state.
     """
+    step = function(step, "step")
+    schedule = instance(schedule, "schedule", Schedule, "a Schedule")
+    flag(keep, "keep")
+    flag(progress, "progress")
     checkpoints = check_checkpoints(checkpoints, schedule.steps)
     wanted = set(checkpoints.tolist())
     reached, recorded, kept, losses = [], {}, {name: [] for name in state}, []
@@ -204,6 +216,14 @@ def train(parameters: Mapping[str, torch.Tensor], loss: Callable[[State, Any], t
     """
     if optimizer not in ("sgd", "adam"):
         raise ValueError(f"optimizer must be 'sgd' or 'adam', got {optimizer!r}")
+    loss, schedule = function(loss, "loss"), instance(schedule, "schedule", Schedule, "a Schedule")
+    if not isinstance(parameters, Mapping) or not parameters:
+        raise ValueError(f"parameters must be a non-empty mapping of names to tensors, got {parameters!r:.80}")
+    parameters = {name: tensor(p, f"parameters[{name!r}]", ndim=0, batched=True) for name, p in parameters.items()}
+    if data is not None:
+        function(data, "data")
+    if project is not None:
+        function(project, "project")
     state = {name: p.detach().clone().requires_grad_(True) for name, p in parameters.items()}
     weights = list(state.values())
     adam = torch.optim.Adam(weights, lr=schedule(0)) if optimizer == "adam" else None

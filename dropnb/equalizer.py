@@ -41,6 +41,7 @@ def equalizer(U, centered: bool = False) -> np.ndarray:
     trace is again m − 1 times the target. ``centered=True`` runs the proof's version on
     G − (tr G / r) I, whose diagonal is driven to zero; both return an equalizer.
     """
+    centered = checks.flag(centered, "centered")
     G = _gram(U)
     r = G.shape[0]
     if centered:
@@ -80,7 +81,7 @@ def universal_equalizer(U) -> np.ndarray:
 
 def importance_scores(U, V) -> np.ndarray:
     """αᵢ = ‖uᵢ‖‖vᵢ‖ for each hidden unit i (a leading batch dimension is allowed)."""
-    U, V = np.asarray(U, dtype=np.float64), np.asarray(V, dtype=np.float64)
+    U, V = checks.matrix(U, "U", batched=True), checks.matrix(V, "V", batched=True)
     if U.ndim < 2 or U.shape[:-2] != V.shape[:-2] or U.shape[-1] != V.shape[-1]:
         raise ValueError(f"U and V must be (..., d1, r) and (..., d2, r) with the same r, got {U.shape} and {V.shape}")
     return np.linalg.norm(U, axis=-2) * np.linalg.norm(V, axis=-2)

@@ -66,15 +66,17 @@ __all__ = [
 # validation helpers
 
 
-def _check_problem(Y, U, V) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Y (n₂×n₀) and factors U (…, n₂, n₁), V (…, n₀, n₁) with matching shapes and batch."""
-    Y, U, V = checks.matrix(Y, "Y"), checks.matrix(U, "U", batched=True), checks.matrix(V, "V", batched=True)
+def _check_problem(Y, U, V, names: tuple[str, str] = ("U", "V")) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Y (n₂×n₀) and factors U (…, n₂, n₁), V (…, n₀, n₁) with matching shapes and batch (named
+    ``names`` in errors)."""
+    u, v = names
+    Y, U, V = checks.matrix(Y, "Y"), checks.matrix(U, u, batched=True), checks.matrix(V, v, batched=True)
     if U.shape[-2] != Y.shape[0]:
-        raise ValueError(f"U must have {Y.shape[0]} rows to match Y {Y.shape}, got {U.shape}")
+        raise ValueError(f"{u} must have {Y.shape[0]} rows to match Y {Y.shape}, got {U.shape}")
     if V.shape[-2] != Y.shape[1]:
-        raise ValueError(f"V must have {Y.shape[1]} rows to match Y {Y.shape}, got {V.shape}")
+        raise ValueError(f"{v} must have {Y.shape[1]} rows to match Y {Y.shape}, got {V.shape}")
     if U.shape[-1] != V.shape[-1] or U.shape[:-2] != V.shape[:-2]:
-        raise ValueError(f"U and V must have the same width and batch shape, got {U.shape} and {V.shape}")
+        raise ValueError(f"{u} and {v} must have the same width and batch shape, got {U.shape} and {V.shape}")
     return Y, U, V
 
 
@@ -255,7 +257,7 @@ class PolarCertificate:
     def holds(self, lam: float, relative: float) -> bool:
         """Condition (ii) as a test: σ_max ≤ λ(1 + ``relative``); never a strict σ_max < λ, since
         σ_max = λ exactly at every global minimum where some σᵢ(Y) ≥ λ."""
-        return self.sigma_max <= lam * (1 + relative)
+        return self.sigma_max <= checks.nonnegative(lam, "lam") * (1 + checks.nonnegative(relative, "relative"))
 
 
 def polar_certificate(Y, U, V, lam: float) -> PolarCertificate:
@@ -323,6 +325,8 @@ def append_column(U, V, u, v, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
     """[U, √ε u] and [V, √ε v]: one more hidden unit, so UVᵀ gains εuvᵀ."""
     U, V = checks.matrix(U, "U"), checks.matrix(V, "V")
     u, v = checks.matrix(u, "u", ndim=1), checks.matrix(v, "v", ndim=1)
+    if U.shape[1] != V.shape[1]:
+        raise ValueError(f"U and V must have the same number of columns, got {U.shape} and {V.shape}")
     if u.shape != (U.shape[0],) or v.shape != (V.shape[0],):
         raise ValueError(f"u and v must have {U.shape[0]} and {V.shape[0]} entries, got {u.shape} and {v.shape}")
     root = np.sqrt(checks.nonnegative(epsilon, "epsilon"))
@@ -372,7 +376,7 @@ def gradient_descent(Y, U0, V0, lam, kappa=0.0, *, step: float, tol: float, max_
     (if asked); ``outcome`` holds per run the ``iterations`` taken, the final ``gradient_norm`` and
     whether it ``converged`` (‖∇F‖ ≤ tol). ``taken`` is the step at which every run had converged,
     or ``max_steps``."""
-    Y, U, V = _check_problem(Y, U0, V0)
+    Y, U, V = _check_problem(Y, U0, V0, ("U0", "V0"))
     batch = U.shape[:-2]
     lam, kappa = checks.weights(lam, "lam", batch), checks.weights(kappa, "kappa", batch)
     step, tol = checks.positive(step, "step"), checks.positive(tol, "tol")
@@ -438,11 +442,13 @@ def meta_algorithm(Y, lam: float, U0, V0, *, step: float, gradient_tol: float, c
     """Vidal et al. (2022, §1.4.1): (i) gradient descent at fixed width to ‖∇F‖ ≤ ``gradient_tol``;
     (ii) stop if σ_max(R) ≤ λ(1 + ``certificate_tol``); else append the top singular pair (u, v) of R as
     (√ε u, √ε v), ε = ``epsilon`` or, by default, the exact line minimizer σ_max − λ, and repeat."""
-    Y, U, V = _check_problem(Y, U0, V0)
+    Y, U, V = _check_problem(Y, U0, V0, ("U0", "V0"))
     if U.ndim != 2:
         raise ValueError(f"meta_algorithm runs one problem, got U of shape {U.shape}")
     lam = checks.positive(lam, "lam")
     certificate_tol = checks.nonnegative(certificate_tol, "certificate_tol")
+    checks.positive(gradient_tol, "gradient_tol")
+    checks.positive(step, "step")
     if epsilon is not None:
         epsilon = checks.positive(epsilon, "epsilon")
     max_stages = checks.integer(max_stages, "max_stages")

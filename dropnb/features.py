@@ -31,7 +31,7 @@ from sklearn.datasets import load_digits
 
 from . import checks, engine
 from .engine import Run, Schedule, to_numpy
-from .linear import batched_objective
+from .linear import _batched_objective
 from .masks import MaskDistribution
 
 CLASSES = 10
@@ -53,7 +53,7 @@ def load_digit_subset(n: int, rng: np.random.Generator) -> Digits:
     standardized over the subset: xᵢ ← (xᵢ − mean)/std, and set to 0 where std = 0."""
     images, labels = load_digits(return_X_y=True)
     counts = np.bincount(labels, minlength=CLASSES)
-    n = checks.integer(n, "n")
+    n, rng = checks.integer(n, "n"), checks.generator(rng, "rng")
     if n % CLASSES or n // CLASSES > counts.min():
         raise ValueError(f"n must be a multiple of {CLASSES} up to {CLASSES * counts.min()} "
                          f"(equal class counts), got {n}")
@@ -84,6 +84,7 @@ def init_weights(sizes, outputs: int, runs: int, rng: np.random.Generator,
     if len(sizes) < 2:
         raise ValueError(f"sizes must list at least the input and feature widths, got {sizes}")
     runs, outputs = checks.integer(runs, "runs"), checks.integer(outputs, "outputs")
+    rng = checks.generator(rng, "rng")
     shapes = [shape for fan_in, fan_out in zip(sizes, sizes[1:]) for shape in ((fan_out, fan_in), (fan_out, 1))]
     shapes.append((outputs, sizes[-1]))
     fans = [fan_in for fan_in in sizes[:-1] for _ in range(2)] + [sizes[-1]]
@@ -94,6 +95,29 @@ def init_weights(sizes, outputs: int, runs: int, rng: np.random.Generator,
 def features(weights: list[torch.Tensor], X: torch.Tensor) -> torch.Tensor:
     """G = g_Γ(X), shape (R, r, N): affine layers with ReLU between them (none after the last).
     ``weights`` as from :func:`init_weights` (the head U, last, is not used)."""
+    return _features(*_check_network(weights, X))
+
+
+def _check_network(weights, X):
+    """Validate [W₁, b₁, …, W_L, b_L, U] (tensors (R, ·, ·), chaining) and X (d, N) (tensors)."""
+    if not isinstance(weights, (list, tuple)) or len(weights) < 3 or len(weights) % 2 == 0:
+        got = f"{len(weights)} of them" if isinstance(weights, (list, tuple)) else f"a {type(weights).__name__}"
+        raise ValueError(f"weights must be a list [W1, b1, …, WL, bL, U] of tensors (as from init_weights), got {got}")
+    weights = [checks.tensor(W, f"weights[{i}]", ndim=3) for i, W in enumerate(weights)]
+    X = checks.tensor(X, "X")
+    width = X.shape[0]
+    for index in range(0, len(weights) - 1, 2):
+        W, b = weights[index], weights[index + 1]
+        if W.shape[-1] != width or b.shape[-2:] != (W.shape[-2], 1):
+            raise ValueError(f"weights[{index}] and weights[{index + 1}] must be (R, h, {width}) and (R, h, 1) to "
+                             f"follow X {tuple(X.shape)}, got {tuple(W.shape)} and {tuple(b.shape)}")
+        width = W.shape[-2]
+    if weights[-1].shape[-1] != width:
+        raise ValueError(f"weights[{len(weights) - 1}] must have {width} columns, got {tuple(weights[-1].shape)}")
+    return weights, X
+
+
+def _features(weights, X):
     hidden = X
     layers = weights[:-1]
     for index in range(0, len(layers), 2):
@@ -106,13 +130,24 @@ def features(weights: list[torch.Tensor], X: torch.Tensor) -> torch.Tensor:
 def deterministic_objective(weights: list[torch.Tensor], X: torch.Tensor, Y: torch.Tensor,
                             cbar: torch.Tensor) -> torch.Tensor:
     """‖Y − UG‖²_F + ⟨C̄, UᵀU ⊙ GGᵀ⟩ per run, shape (R,), with G = g_Γ(X) and U = ``weights[-1]``;
-    Y is (c, N) or (R, c, N). Differentiable; no validation."""
-    G = features(weights, X)
-    return batched_objective(Y, weights[-1], G.transpose(-1, -2), cbar)
+    Y is (c, N) or (R, c, N). Differentiable; validated at entry (training calls the unvalidated core)."""
+    weights, X = _check_network(weights, X)
+    Y, cbar = checks.tensor(Y, "Y", batched=True), checks.tensor(cbar, "cbar", batched=True)
+    (c, r), N = weights[-1].shape[-2:], X.shape[1]
+    if Y.shape[-2:] != (c, N):
+        raise ValueError(f"Y must be (…, {c}, {N}) to match the head weights[-1] and X, got {tuple(Y.shape)}")
+    if cbar.shape[-2:] != (r, r):
+        raise ValueError(f"cbar must be (…, {r}, {r}) to match the features, got {tuple(cbar.shape)}")
+    return _deterministic_objective(weights, X, Y, cbar)
+
+
+def _deterministic_objective(weights, X, Y, cbar):
+    """:func:`deterministic_objective` without validation."""
+    return _batched_objective(Y, weights[-1], _features(weights, X).transpose(-1, -2), cbar)
 
 
 def _check_targets(Y, N: int, runs: int) -> np.ndarray:
-    Y = np.asarray(Y, dtype=np.float64)
+    Y = checks.real_array(Y, "Y")
     if not (Y.ndim == 2 or (Y.ndim == 3 and Y.shape[0] == runs)) or Y.shape[-1] != N:
         raise ValueError(f"Y must be (c, {N}) or ({runs}, c, {N}) to match X and runs, got {Y.shape}")
     return checks.matrix(Y, "Y", ndim=Y.ndim)
@@ -133,7 +168,8 @@ def train(X, Y, mask: MaskDistribution, hidden, *, runs: int, lr, steps: int | N
     prediction on the training set).
     """
     X = checks.matrix(X, "X")
-    runs = checks.integer(runs, "runs")
+    runs, rng = checks.integer(runs, "runs"), checks.generator(rng, "rng")
+    checks.flag(progress, "progress")
     Y = _check_targets(Y, X.shape[1], runs)
     if not isinstance(mask, MaskDistribution):
         raise ValueError(f"mask must be a MaskDistribution, got {type(mask).__name__}")
@@ -142,7 +178,7 @@ def train(X, Y, mask: MaskDistribution, hidden, *, runs: int, lr, steps: int | N
     weights = init_weights([X.shape[0], *hidden, mask.width], Y.shape[-2], runs, rng, device)
     names = [f"{kind}{layer + 1}" for layer in range(len(hidden) + 1) for kind in ("W", "b")] + ["U"]
     X_t, Y_t, cbar = (torch.tensor(a, device=device) for a in (X, Y, mask.characteristic))
-    objective = lambda state, _=None: deterministic_objective(list(state.values()), X_t, Y_t, cbar)  # noqa: E731
+    objective = lambda state, _=None: _deterministic_objective(list(state.values()), X_t, Y_t, cbar)  # noqa: E731
     run = engine.train(dict(zip(names, weights)), objective, schedule, optimizer="adam", checkpoints=checkpoints,
                 metrics=lambda state: dict(objective=objective(state)), progress=progress,
                 description="Adam on the deterministic objective")

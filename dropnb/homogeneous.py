@@ -76,6 +76,8 @@ def check_weights(W1, W2, n0: int | None = None, n2: int | None = None) -> tuple
     """W₁ (…, n₀, r) and W₂ (…, n₂, r) as finite float64 arrays with the same leading (batch)
     shape and the same width r ≥ 1; n₀, n₂ checked when given."""
     W1, W2 = checks.matrix(W1, "W1", batched=True), checks.matrix(W2, "W2", batched=True)
+    n0 = None if n0 is None else checks.integer(n0, "n0")
+    n2 = None if n2 is None else checks.integer(n2, "n2")
     if W1.shape[:-2] != W2.shape[:-2]:
         raise ValueError(f"W1 and W2 must have the same batch shape, got {W1.shape} and {W2.shape}")
     if W1.shape[-1] != W2.shape[-1] or W1.shape[-1] == 0:
@@ -103,7 +105,7 @@ def _check_planar(X) -> np.ndarray:
 
 
 def _check_residual(X, G) -> np.ndarray:
-    G = np.asarray(G, dtype=np.float64)
+    G = checks.real_array(G, "G")
     if G.ndim == 1:
         G = G[None, :]
     G = checks.matrix(G, "G")
@@ -118,8 +120,9 @@ def _check_residual(X, G) -> np.ndarray:
 
 def hidden(X, W1) -> np.ndarray:
     """H = ReLU(W₁ᵀX), shape (…, r, m)."""
-    X = checks.matrix(X, "X")
-    W1 = np.asarray(W1, dtype=np.float64)
+    X, W1 = checks.matrix(X, "X"), checks.matrix(W1, "W1", batched=True)
+    if W1.shape[-2] != X.shape[0]:
+        raise ValueError(f"W1 must have {X.shape[0]} rows to match X, got shape {W1.shape}")
     return np.maximum(np.swapaxes(W1, -1, -2) @ X, 0.0)
 
 
@@ -201,7 +204,7 @@ def gradient_descent(X, Y, W1, W2, lam, schedule, every: int = 0) -> Run:
     faster than a torch graph."""
     X, Y, W1, W2, lam = _check_network(X, Y, W1, W2, lam)
     schedule = Schedule.of(schedule, name="schedule")
-    every = 0 if every == 0 else checks.integer(every, "every")
+    every = checks.integer(every, "every", minimum=0)
     batch = W1.shape[:-2]
     A = np.swapaxes(W1.reshape((-1,) + W1.shape[-2:]), -1, -2).copy()  # (S, r, n₀): rows are w_i^{[1]ᵀ}
     B = W2.reshape((-1,) + W2.shape[-2:]).copy()  # (S, n₂, r)
@@ -250,7 +253,7 @@ def gradient_descent(X, Y, W1, W2, lam, schedule, every: int = 0) -> Run:
 
 def direction(angle) -> np.ndarray:
     """a(θ) = (cos θ, sin θ), shape (…, 2)."""
-    angle = np.asarray(angle, dtype=np.float64)
+    angle = checks.matrix(angle, "angle", ndim=0, batched=True, empty=True)
     return np.stack([np.cos(angle), np.sin(angle)], axis=-1)
 
 
@@ -279,6 +282,7 @@ def polar_curve(X, G, angles) -> np.ndarray:
     """‖G ReLU(Xᵀa(θ))‖₂ at each angle θ (n₀ = 2)."""
     X = _check_planar(X)
     G = _check_residual(X, G)
+    angles = checks.matrix(angles, "angles", ndim=0, batched=True, empty=True)
     H = np.maximum(direction(angles) @ X, 0.0)  # (…, m)
     return np.linalg.norm(H @ G.T, axis=-1)
 
@@ -340,7 +344,8 @@ def duality_gap_certificate(X, Y, Z, cost, lam) -> DualityGapCertificate:
     Y = checks.matrix(np.atleast_2d(Y), "Y")
     Z = checks.matrix(np.atleast_2d(Z), "Z")
     if Y.shape != Z.shape or Y.shape[1] != X.shape[1]:
-        raise ValueError(f"Y and Z must have the same shape with {X.shape[1]} columns, got {Y.shape} and {Z.shape}")
+        raise ValueError(f"Y and Z must have the same shape with {X.shape[1]} columns (those of X), "
+                         f"got {Y.shape} and {Z.shape}")
     lam = checks.positive(lam, "lam")
     cost = checks.nonnegative(cost, "cost")
     G = Y - Z
@@ -400,6 +405,7 @@ class Reference:
         """Balanced units (v/√‖v‖, +√‖v‖) and (u/√‖u‖, −√‖u‖) of the groups with norm > threshold:
         Φ = Z and Θ = Σ_S(‖v_S‖ + ‖u_S‖). With ``merge``, groups of the same sign along the same ray
         (a breakpoint shared by two adjacent arcs, angles within 10⁻¹² rad) become one unit."""
+        threshold, merge = checks.nonnegative(threshold, "threshold"), checks.flag(merge, "merge")
         groups = np.concatenate([self.V, self.U])
         signs = np.concatenate([np.ones(len(self.V)), -np.ones(len(self.U))])
         norms = np.linalg.norm(groups, axis=1)
@@ -421,6 +427,7 @@ class Reference:
         return (groups / root[:, None]).T, (signs * root)[None, :]
 
     def active_groups(self, threshold: float = 0.0) -> int:
+        threshold = checks.nonnegative(threshold, "threshold")
         return int(np.sum(np.linalg.norm(np.concatenate([self.V, self.U]), axis=1) > threshold))
 
 
@@ -556,6 +563,7 @@ class FlatPath:
 
     def weights(self, tau: float) -> tuple[np.ndarray, np.ndarray]:
         """(W₁(τ), W₂(τ)); at τ = τ_end unit ``index`` is set exactly to zero."""
+        tau = checks.number(tau, "tau")
         factor = np.maximum(1 + tau * self.beta, 0.0) ** (1 / self.degree)
         if tau >= self.tau_end:
             factor[self.index] = 0.0
@@ -641,6 +649,7 @@ class MetaRun:
 
     def certified(self, accuracy: float) -> np.ndarray:
         """Per run: gap ≤ ``accuracy`` · own dual value (so F − F* ≤ accuracy · F*)."""
+        accuracy = checks.nonnegative(accuracy, "accuracy")
         return np.array([c.gap <= accuracy * c.dual for c in self.certificates])
 
 
@@ -651,6 +660,8 @@ def meta_algorithm(X, Y, W1, W2, lam, schedule, escape_schedule, *, accuracy: fl
     most u times the network's, below what F resolves) exactly to zero, put the :func:`escape` unit
     into it, and resume gradient descent with ``escape_schedule`` for the networks not yet certified."""
     X, Y, W1, W2, lam = _check_network(X, Y, W1, W2, lam)
+    schedule = Schedule.of(schedule, name="schedule")
+    escape_schedule = Schedule.of(escape_schedule, name="escape_schedule")
     if W1.ndim != 3:
         raise ValueError(f"W1 must be a batch of networks (S, n0, r), got shape {W1.shape}")
     accuracy = checks.positive(accuracy, "accuracy")
@@ -711,6 +722,8 @@ def non_increasing_path(X, Y, W1, W2, lam, cycle_schedule, final_schedule, cycle
     if W1.ndim != 2:
         raise ValueError(f"W1 must be a single network (n0, r), got shape {W1.shape}")
     cycles, points = checks.integer(cycles, "cycles"), checks.integer(points, "points")
+    cycle_schedule = Schedule.of(cycle_schedule, name="cycle_schedule")
+    final_schedule = Schedule.of(final_schedule, name="final_schedule")
     segments: list[Segment] = []
     for _ in range(cycles):
         theta = unit_regularizers(W1, W2)

@@ -50,7 +50,7 @@ def _check_untied(M, U, V, lam) -> tuple[np.ndarray, np.ndarray, np.ndarray, flo
 def _check_direction(D, name: str, shape: tuple[int, int]) -> np.ndarray:
     D = checks.matrix(D, name)
     if D.shape != shape:
-        raise ValueError(f"{name} must have shape {shape}, got {D.shape}")
+        raise ValueError(f"{name} must have shape {shape} to match U, got {D.shape}")
     return D
 
 
@@ -58,6 +58,8 @@ def assembled_hessian(product: Callable[..., tuple[np.ndarray, ...]], shapes: li
     """The symmetrized matrix (H + Hᵀ)/2 of a Hessian given as a batched product: ``product`` maps a
     batch of directions, one array (n, rows, cols) per block of ``shapes``, to the same blocks of
     ∇²f[D]; the coordinates are the blocks flattened row-major and concatenated (n in all)."""
+    product = checks.function(product, "product")
+    shapes = [checks.shape(shape, "shapes", minimum=1) for shape in shapes]
     n = sum(rows * cols for rows, cols in shapes)
     identity, directions, start = np.eye(n), [], 0
     for rows, cols in shapes:
@@ -177,6 +179,7 @@ def critical_point_search(gradient: Callable[[np.ndarray], np.ndarray], hessian:
                           starts, gtol: float) -> list[np.ndarray]:
     """Solve ∇f(x) = 0 from each row of ``starts`` by Levenberg–Marquardt (scipy ``least_squares``
     with the Hessian as the Jacobian of the gradient); keep the end points with ‖∇f‖ ≤ ``gtol``."""
+    gradient, hessian = checks.function(gradient, "gradient"), checks.function(hessian, "hessian")
     starts = checks.matrix(starts, "starts")
     gtol = checks.positive(gtol, "gtol")
     found = []

@@ -118,7 +118,7 @@ def sampled_losses(M, U, V, x, b, mean) -> np.ndarray:
     """Per-sample dropout losses ‖Mxₙ − U diag(bₙ/μ) Vᵀ xₙ‖², for inputs x (n, d₂) and masks b (n, r)."""
     M, U, V, _ = check_network(M, U, V)
     x, b = checks.matrix(x, "x"), checks.matrix(b, "b")
-    mean = np.asarray(mean, dtype=np.float64)
+    mean = checks.vector(mean, "mean")
     if x.shape[1] != M.shape[1] or b.shape != (x.shape[0], U.shape[1]):
         raise ValueError(f"x must be (n, {M.shape[1]}) and b (n, {U.shape[1]}), got {x.shape} and {b.shape}")
     if mean.shape != (U.shape[1],) or np.any(mean == 0):
@@ -137,6 +137,8 @@ def monte_carlo_objective(M, U, V, mask: MaskDistribution, draw_inputs: Callable
     x = ``draw_inputs(n, rng)`` and an independent mask b, streamed in chunks."""
     M, U, V, _ = check_network(M, U, V)
     mask = _check_mask(mask, U.shape[1])
+    draw_inputs, rng = checks.function(draw_inputs, "draw_inputs"), checks.generator(rng, "rng")
+    samples = checks.integer(samples, "samples")
     return streaming_mean(
         sampled_losses(M, U, V, draw_inputs(n, rng), mask.sample(n, rng), mask.mean) for n in chunk_sizes(samples)
     )
@@ -159,7 +161,10 @@ def algorithm1_directions(U, V, x, y, b, mean) -> tuple[np.ndarray, np.ndarray]:
     x (b ⊙ Uᵀe)ᵀ. Shapes (n, d₁, r) and (n, d₂, r).
     """
     U, V, x, y, b = (checks.matrix(a, n) for a, n in ((U, "U"), (V, "V"), (x, "x"), (y, "y"), (b, "b")))
-    mean = np.asarray(mean, dtype=np.float64)
+    mean = checks.vector(mean, "mean")
+    if U.shape[1] != V.shape[1] or mean.shape != (U.shape[1],) or np.any(mean == 0):
+        raise ValueError(f"U and V must have the same number of columns r and mean must be a non-zero vector of "
+                         f"length r, got {U.shape}, {V.shape} and {mean.shape}")
     if x.shape[1] != V.shape[0] or y.shape != (x.shape[0], U.shape[0]) or b.shape != (x.shape[0], U.shape[1]):
         raise ValueError(f"x, y, b must be (n, {V.shape[0]}), (n, {U.shape[0]}), (n, {U.shape[1]}); "
                          f"got {x.shape}, {y.shape}, {b.shape}")
@@ -172,7 +177,32 @@ def batched_objective(M: torch.Tensor, U: torch.Tensor, V: torch.Tensor, cbar: t
                       S: torch.Tensor | None = None) -> torch.Tensor:
     """The closed-form objective in torch, over any leading batch dimensions of U (…, d₁, r) and
     V (…, d₂, r): tr((M − UVᵀ) S (M − UVᵀ)ᵀ) + ⟨C̄, UᵀU ⊙ VᵀSV⟩ (S = I when omitted).
-    Differentiable; no validation (a building block for training metrics and optimizers)."""
+    Differentiable; validated at entry (:func:`check_batched`); training loops and optimizers call
+    the unvalidated core after validating once."""
+    return _batched_objective(*check_batched(M, U, V, cbar, S))
+
+
+def check_batched(M, U, V, cbar=None, S=None):
+    """Validate the torch arguments of :func:`batched_objective` (numpy arrays become float64
+    tensors): M (…, d₁, d₂), U (…, d₁, r), V (…, d₂, r), C̄ (…, r, r) or None, S (…, d₂, d₂) or None."""
+    M, U, V = (checks.tensor(a, name, batched=True) for a, name in ((M, "M"), (U, "U"), (V, "V")))
+    (d1, d2), r = M.shape[-2:], U.shape[-1]
+    if U.shape[-2] != d1 or V.shape[-2:] != (d2, r):
+        raise ValueError(f"U and V must be (…, {d1}, r) and (…, {d2}, r) to match M {tuple(M.shape)}, "
+                         f"got {tuple(U.shape)} and {tuple(V.shape)}")
+    if cbar is not None:
+        cbar = checks.tensor(cbar, "cbar", batched=True)
+    if cbar is not None and cbar.shape[-2:] != (r, r):
+        raise ValueError(f"cbar must be (…, {r}, {r}) to match U and V, got {tuple(cbar.shape)}")
+    if S is not None:
+        S = checks.tensor(S, "S", batched=True)
+        if S.shape[-2:] != (d2, d2):
+            raise ValueError(f"S must be (…, {d2}, {d2}) to match M, got {tuple(S.shape)}")
+    return M, U, V, cbar, S
+
+
+def _batched_objective(M, U, V, cbar, S=None):
+    """:func:`batched_objective` without validation."""
     residual = M - U @ V.transpose(-1, -2)
     SV = V if S is None else S @ V
     loss = (residual**2).sum((-2, -1)) if S is None else ((residual @ S) * residual).sum((-2, -1))
@@ -185,12 +215,14 @@ def flat_objective(M, width: int, lam: float, tied: bool = False, mask: MaskDist
     Given a ``mask`` (then ``lam`` is ignored and may be None) and an input second moment ``S``,
     it is the general objective tr((M − UVᵀ)S(M − UVᵀ)ᵀ) + ⟨C̄, UᵀU ⊙ VᵀSV⟩ instead.
     Returns (objective, unpack) where unpack(x) gives the numpy factors (U, V) (V = U if tied)."""
-    M = checks.matrix(M, "M")
+    M, tied = checks.matrix(M, "M"), checks.flag(tied, "tied")
     if tied and M.shape[0] != M.shape[1]:
         raise ValueError(f"M must be square for the tied problem, got shape {M.shape}")
     if tied and (mask is not None or S is not None):
         raise ValueError("the tied problem takes neither a mask nor S")
     (d1, d2), r = M.shape, checks.integer(width, "width")
+    if lam is not None:
+        checks.nonnegative(lam, "lam")
     cbar = checks.nonnegative(lam, "lam") * np.eye(r) if mask is None else _check_mask(mask, r).characteristic
     if S is not None:
         S = checks.matrix(S, "S")
@@ -202,7 +234,7 @@ def flat_objective(M, width: int, lam: float, tied: bool = False, mask: MaskDist
 
     def objective(x: torch.Tensor) -> torch.Tensor:
         U = x[:split].reshape(d1, r)
-        return batched_objective(M_t, U, U if tied else x[split:].reshape(d2, r), cbar_t, S_t)
+        return _batched_objective(M_t, U, U if tied else x[split:].reshape(d2, r), cbar_t, S_t)
 
     def unpack(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         U = np.asarray(x[:split]).reshape(d1, r)
@@ -214,6 +246,8 @@ def flat_objective(M, width: int, lam: float, tied: bool = False, mask: MaskDist
 def column_rotation(U: torch.Tensor, i: int, j: int, t: torch.Tensor) -> torch.Tensor:
     """U with columns i and j turned by the angle arcsin t: uᵢ ← √(1−t²)uᵢ + t uⱼ,
     uⱼ ← √(1−t²)uⱼ − t uᵢ. UUᵀ is unchanged; differentiable in t (and U) for |t| < 1."""
+    U, t = checks.tensor(U, "U", batched=True), checks.tensor(t, "t", ndim=0)
+    i, j = checks.integer(i, "i", minimum=0), checks.integer(j, "j", minimum=0)
     r = U.shape[-1]
     if not (0 <= i < r and 0 <= j < r and i != j):
         raise ValueError(f"i and j must be two different column indices below {r}, got {i} and {j}")

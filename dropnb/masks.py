@@ -26,8 +26,7 @@ MAX_ENUMERATION = 2**16
 
 
 def _batch_shape(shape: int | tuple[int, ...]) -> tuple[int, ...]:
-    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    return tuple(checks.integer(n, "shape", minimum=0) for n in shape)
+    return checks.shape(shape, "shape")
 
 
 class MaskDistribution(ABC):
@@ -104,10 +103,10 @@ class Bernoulli(MaskDistribution):
         return theta**2 * np.ones((self.width, self.width)) + theta * (1 - theta) * np.eye(self.width)
 
     def sample(self, shape, rng):
-        return (rng.random((*_batch_shape(shape), self.width)) < self.retain).astype(np.float64)
+        return (checks.generator(rng).random((*_batch_shape(shape), self.width)) < self.retain).astype(np.float64)
 
     def sample_torch(self, shape, generator, dtype=torch.float64):
-        uniform = torch.rand((*_batch_shape(shape), self.width), generator=generator,
+        uniform = torch.rand((*_batch_shape(shape), self.width), generator=checks.torch_generator(generator),
                              device=generator.device, dtype=dtype)
         return (uniform < self.retain).to(dtype)
 
@@ -165,8 +164,8 @@ class Finite(MaskDistribution):
     """An arbitrary distribution on finitely many patterns (binary or not), given by probabilities."""
 
     def __init__(self, patterns, probs):
-        patterns = np.asarray(patterns, dtype=np.float64)
-        probs = np.asarray(probs, dtype=np.float64)
+        patterns = checks.real_array(patterns, "patterns")
+        probs = checks.real_array(probs, "probs")
         if patterns.ndim != 2 or patterns.shape[0] < 1 or patterns.shape[1] < 1:
             raise ValueError(f"patterns must be a non-empty (K, r) array, got shape {patterns.shape}")
         if probs.shape != (patterns.shape[0],):
@@ -192,11 +191,11 @@ class Finite(MaskDistribution):
         return np.einsum("k,ki,kj->ij", self.probs, self.patterns, self.patterns)
 
     def sample(self, shape, rng):
-        index = rng.choice(len(self.probs), size=_batch_shape(shape), p=self.probs)
+        index = checks.generator(rng).choice(len(self.probs), size=_batch_shape(shape), p=self.probs)
         return self.patterns[index]
 
     def sample_torch(self, shape, generator, dtype=torch.float64):
-        shape = _batch_shape(shape)
+        shape, generator = _batch_shape(shape), checks.torch_generator(generator)
         probs = torch.as_tensor(self.probs, device=generator.device, dtype=torch.float64)
         index = torch.multinomial(probs, max(math.prod(shape), 1), replacement=True, generator=generator)
         patterns = torch.as_tensor(self.patterns, device=generator.device, dtype=dtype)
@@ -346,11 +345,11 @@ class SlidingWindow(MaskDistribution):
         return hit if self.expansion == "keep" else ~hit
 
     def sample(self, shape, rng):
-        active = rng.random((*_batch_shape(shape), self.seeds)) < self.seed_probability
+        active = checks.generator(rng).random((*_batch_shape(shape), self.seeds)) < self.seed_probability
         return self._expand(active).astype(np.float64)
 
     def sample_torch(self, shape, generator, dtype=torch.float64):
-        uniform = torch.rand((*_batch_shape(shape), self.seeds), generator=generator,
+        uniform = torch.rand((*_batch_shape(shape), self.seeds), generator=checks.torch_generator(generator),
                              device=generator.device, dtype=dtype)
         return self._expand(uniform < self.seed_probability).to(dtype)
 

@@ -44,9 +44,10 @@ def check_moments(moments) -> Moments:
     Σxy of shape (n₀, n₂); ValueError naming the offending matrix otherwise."""
     if not isinstance(moments, (tuple, list)) or len(moments) != 3:
         raise ValueError("moments must be a (Sxx, Sxy, Syy) triple")
-    Sxx, Sxy, Syy = checks.symmetric(moments[0], "Sxx"), checks.matrix(moments[1], "Sxy"), checks.symmetric(moments[2], "Syy")
+    Sxx, Sxy = checks.symmetric(moments[0], "moments[0] (Sxx)"), checks.matrix(moments[1], "moments[1] (Sxy)")
+    Syy = checks.symmetric(moments[2], "moments[2] (Syy)")
     if Sxy.shape != (Sxx.shape[0], Syy.shape[0]):
-        raise ValueError(f"Sxy must have shape {(Sxx.shape[0], Syy.shape[0])} to match Sxx and Syy, got {Sxy.shape}")
+        raise ValueError(f"moments[1] (Sxy) must have shape {(Sxx.shape[0], Syy.shape[0])} to match Sxx and Syy, got {Sxy.shape}")
     return Sxx, Sxy, Syy
 
 
@@ -207,8 +208,8 @@ def planted_moments(n0: int, eigenvalues, rng: np.random.Generator) -> Moments:
     positive) and Haar eigenvectors Q: Σxx = AAᵀ/n₀ + I/2 with A Gaussian, Σxy = Σxx^{1/2}W diag(√λ)Qᵀ
     with W ∈ ℝ^{n₀×n₂} orthonormal, and Σyy = Σ + I, so that the joint second moment is positive
     definite (its Schur complement Σyy − Σ is I). Requires n₀ ≥ n₂."""
-    values = np.asarray(eigenvalues, dtype=np.float64)
-    n0 = checks.integer(n0, "n0")
+    values = checks.real_array(eigenvalues, "eigenvalues")
+    n0, rng = checks.integer(n0, "n0"), checks.generator(rng, "rng")
     if values.ndim != 1 or values.size == 0 or not np.all(np.isfinite(values)) or np.any(values <= 0):
         raise ValueError(f"eigenvalues must be a non-empty 1-d array of positive numbers, got {eigenvalues!r}")
     if values.size > n0:
@@ -230,10 +231,11 @@ def balanced_scalar_steps(depth: int, scales, step: float, sxx: float, syx: floa
     Balance is kept by the iteration, which is w ← w + 2η(σyx − σxx w^L)w^{L−1}; the risk drops
     while w^L < σyx/σxx, so ``level`` must lie in (max s, (σyx/σxx)^{1/L})."""
     depth = checks.integer(depth, "depth")
-    s = np.asarray(scales, dtype=np.float64)
+    s = checks.real_array(scales, "scales")
     if s.ndim != 1 or s.size == 0 or not np.all((s > 0) & np.isfinite(s)):
         raise ValueError(f"scales must be a non-empty 1-d array of positive numbers, got {scales!r}")
     step, sxx, syx = checks.positive(step, "step"), checks.positive(sxx, "sxx"), checks.positive(syx, "syx")
+    level, max_steps = checks.number(level, "level"), checks.integer(max_steps, "max_steps")
     if not (s.max() < level < (syx / sxx) ** (1 / depth)):
         raise ValueError(f"level must lie in (max(scales), (syx/sxx)^(1/depth)), got {level!r}")
     w, steps = s.copy(), np.zeros(s.size, dtype=np.int64)

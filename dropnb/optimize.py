@@ -30,8 +30,17 @@ from .rounding import UNIT_ROUNDOFF
 Objective = Callable[[torch.Tensor], torch.Tensor]
 
 
+def _check(fun, x, name: str = "x") -> np.ndarray:
+    checks.function(fun, "fun")
+    return checks.vector(x, name)
+
+
 def value_and_gradient(fun: Objective, x: np.ndarray) -> tuple[float, np.ndarray]:
-    """f(x) and ∇f(x) by autograd, in float64."""
+    """f(x) and ∇f(x) by autograd, in float64, at a finite vector x."""
+    return _value_and_gradient(fun, _check(fun, x))
+
+
+def _value_and_gradient(fun, x):
     point = torch.tensor(x, dtype=torch.float64, requires_grad=True)
     value = fun(point)
     (gradient,) = torch.autograd.grad(value, point)
@@ -39,7 +48,11 @@ def value_and_gradient(fun: Objective, x: np.ndarray) -> tuple[float, np.ndarray
 
 
 def hessian(fun: Objective, x: np.ndarray) -> np.ndarray:
-    """∇²f(x) by autograd, symmetrized."""
+    """∇²f(x) by autograd, symmetrized, at a finite vector x."""
+    return _hessian(fun, _check(fun, x))
+
+
+def _hessian(fun, x):
     H = torch.autograd.functional.hessian(fun, torch.tensor(x, dtype=torch.float64)).numpy()
     return (H + H.T) / 2
 
@@ -48,6 +61,8 @@ def curve_second_derivative(fun: Objective, curve: Callable[[torch.Tensor], torc
     """g''(t) for g(t) = f(x(t)), by autograd (exact up to roundoff): the curvature of ``fun`` along
     the twice differentiable curve ``curve``, which maps a scalar tensor t to a flat vector x(t)."""
     t = checks.number(t, "t")
+    checks.function(fun, "fun")
+    checks.function(curve, "curve")
     s = torch.tensor(float(t), dtype=torch.float64, requires_grad=True)
     (first,) = torch.autograd.grad(fun(curve(s)), s, create_graph=True)
     (second,) = torch.autograd.grad(first, s)
@@ -103,8 +118,9 @@ class FirstOrderCertificate:
 
 def certify(fun: Objective, x: np.ndarray) -> FirstOrderCertificate:
     """Gradient norm and Hessian spectrum of ``fun`` at ``x``, with the cutoff √u‖H‖."""
-    value, gradient = value_and_gradient(fun, x)
-    eigenvalues = np.linalg.eigvalsh(hessian(fun, x))
+    x = _check(fun, x)
+    value, gradient = _value_and_gradient(fun, x)
+    eigenvalues = np.linalg.eigvalsh(_hessian(fun, x))
     cutoff = float(np.sqrt(UNIT_ROUNDOFF) * np.abs(eigenvalues).max())
     above = eigenvalues[eigenvalues > cutoff]
     return FirstOrderCertificate(x=np.array(x), value=value, gradient_norm=float(np.linalg.norm(gradient)),
@@ -115,11 +131,9 @@ def certify(fun: Objective, x: np.ndarray) -> FirstOrderCertificate:
 
 def lbfgs(fun: Objective, x0: np.ndarray, gtol: float = 1e-10, max_iter: int = 20_000) -> np.ndarray:
     """The end point of L-BFGS (scipy) from ``x0``, run until ‖∇f‖∞ ≤ ``gtol`` or ``max_iter`` iterations."""
-    x0 = np.asarray(x0, dtype=np.float64).ravel()
-    if not np.all(np.isfinite(x0)):
-        raise ValueError("x0 must be finite")
-    gtol = checks.positive(gtol, "gtol")
-    result = scipy_minimize(lambda x: value_and_gradient(fun, x), x0, jac=True, method="L-BFGS-B",
+    x0 = _check(fun, x0, "x0")
+    gtol, max_iter = checks.positive(gtol, "gtol"), checks.integer(max_iter, "max_iter")
+    result = scipy_minimize(lambda x: _value_and_gradient(fun, x), x0, jac=True, method="L-BFGS-B",
                             options=dict(gtol=gtol, ftol=0.0, maxiter=max_iter, maxfun=2 * max_iter, maxcor=30))
     return result.x
 
@@ -127,11 +141,11 @@ def lbfgs(fun: Objective, x0: np.ndarray, gtol: float = 1e-10, max_iter: int = 2
 def newton_polish(fun: Objective, x: np.ndarray, steps: int = 3) -> np.ndarray:
     """Up to ``steps`` Newton steps x ← x − H⁺∇f (pseudo-inverse with cutoff √u‖H‖), each kept
     only if it lowers ‖∇f‖."""
-    x = np.asarray(x, dtype=np.float64)
-    _, gradient = value_and_gradient(fun, x)
+    x, steps = _check(fun, x), checks.integer(steps, "steps", minimum=0)
+    _, gradient = _value_and_gradient(fun, x)
     for _ in range(steps):
-        step = np.linalg.pinv(hessian(fun, x), rcond=np.sqrt(UNIT_ROUNDOFF), hermitian=True) @ gradient
-        _, new_gradient = value_and_gradient(fun, x - step)
+        step = np.linalg.pinv(_hessian(fun, x), rcond=np.sqrt(UNIT_ROUNDOFF), hermitian=True) @ gradient
+        _, new_gradient = _value_and_gradient(fun, x - step)
         if not np.linalg.norm(new_gradient) < np.linalg.norm(gradient):
             break
         x, gradient = x - step, new_gradient
@@ -141,4 +155,5 @@ def newton_polish(fun: Objective, x: np.ndarray, steps: int = 3) -> np.ndarray:
 def minimize(fun: Objective, x0: np.ndarray, gtol: float = 1e-10, max_iter: int = 20_000,
              newton_steps: int = 3) -> FirstOrderCertificate:
     """:func:`lbfgs`, then :func:`newton_polish`, then :func:`certify` at the end point."""
+    x0, newton_steps = _check(fun, x0, "x0"), checks.integer(newton_steps, "newton_steps", minimum=0)
     return certify(fun, newton_polish(fun, lbfgs(fun, x0, gtol, max_iter), newton_steps))

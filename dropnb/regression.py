@@ -37,6 +37,7 @@ import sys
 from pathlib import Path
 from typing import Iterable
 
+from . import checks
 from .claims import load_records
 from .config import book_root
 
@@ -53,6 +54,7 @@ def golden_record(record: dict) -> dict:
 
 def write_golden(chapter: str, records: list[dict], folder: Path = GOLDENS) -> Path:
     """Write the golden of ``chapter`` (one record a line, so that a diff shows what moved)."""
+    chapter = checks.text(chapter, "chapter")
     if not records:
         raise ValueError(f"records of chapter {chapter!r} must not be empty")
     path = Path(folder) / f"{chapter}.json"
@@ -64,6 +66,7 @@ def write_golden(chapter: str, records: list[dict], folder: Path = GOLDENS) -> P
 
 def read_golden(chapter: str, folder: Path = GOLDENS) -> list[dict]:
     """The committed golden records of ``chapter``."""
+    chapter = checks.text(chapter, "chapter")
     path = Path(folder) / f"{chapter}.json"
     if not path.is_file():
         raise ValueError(f"chapter {chapter!r} has no golden at {path}")
@@ -119,6 +122,7 @@ def compare_folder(records_dir: Path, chapters: Iterable[str], folder: Path = GO
 
 def verdict(chapter: str, problems: list[str]) -> str:
     """One readable report of a chapter's comparison with its golden."""
+    chapter = checks.text(chapter, "chapter")
     return f"{chapter}: " + ("matches its golden" if not problems else "\n  ".join(["differs:", *problems]))
 
 

@@ -20,6 +20,8 @@ import re
 from dataclasses import asdict, is_dataclass
 from typing import Any, Callable, Iterable, Mapping
 
+from . import checks
+
 RELATIONS = {"close": "≈", "at_most": "≤", "at_least": "≥", "differs": "≠"}
 COMPARISONS = {
     "close": "|measured − target| ≤ tolerance",
@@ -45,7 +47,7 @@ def readable(value: float, digits: int = 3) -> str:
 
     Thousands are grouped with commas (``12,345``); infinities read ``∞``.
     """
-    value = float(value)
+    value, digits = checks.number(value, "value", finite=False), checks.integer(digits, "digits")
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
@@ -66,6 +68,7 @@ def readable(value: float, digits: int = 3) -> str:
 def readable_text(text: str) -> str:
     """``text`` with every number in e-notation (``2.14e+03``, ``1.0e-16``) written readably, the
     thousands of long integers grouped (``200000`` → ``200,000``) and minus signs for hyphens."""
+    text = checks.text(text, "text", empty=True)
 
     def rewrite(match: re.Match) -> str:
         mantissa, exponent = match.group(1), int(match.group(2))
@@ -81,20 +84,20 @@ def readable_text(text: str) -> str:
 
 def plain(text: str) -> str:
     """``text`` as literal Markdown: specials escaped and numbers made readable outside ``$…$`` math."""
-    parts = _MATH.split(text)
+    parts = _MATH.split(checks.text(text, "text", empty=True))
     return "".join(part if index % 2 else _MARKDOWN_SPECIAL.sub(r"\\\1", readable_text(part))
                    for index, part in enumerate(parts))
 
 
 def prose(text: str) -> str:
     """Markdown ``text`` (a statement) with the numbers outside ``$…$`` math made readable."""
-    parts = _MATH.split(text)
+    parts = _MATH.split(checks.text(text, "text", empty=True))
     return "".join(part if index % 2 else readable_text(part) for index, part in enumerate(parts))
 
 
 def basis_text(basis: str) -> str:
     """The origin of a tolerance as Markdown, with γₙ written as in the prose."""
-    return plain(basis.replace("γ_n", "γₙ"))
+    return plain(checks.text(basis, "basis", empty=True).replace("γ_n", "γₙ"))
 
 
 def _fields(record: Any) -> dict:

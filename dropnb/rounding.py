@@ -39,7 +39,7 @@ def _certificate(certificate: Any) -> tuple[float, int]:
 def hessian_cutoff(H) -> float:
     """γₙ‖H‖_F with n = 10p²: the rounding bound for assembling a p × p Hessian and computing its
     eigenvalues. An eigenvalue within it of zero counts as zero."""
-    H = np.asarray(H, dtype=np.float64)
+    H = checks.matrix(H, "H", empty=True)
     if H.ndim != 2 or H.shape[0] != H.shape[1] or H.shape[0] == 0:
         raise ValueError(f"H must be a non-empty square matrix, got shape {H.shape}")
     return roundoff_tolerance(10 * H.shape[0] ** 2) * float(np.linalg.norm(H))
@@ -62,7 +62,9 @@ def certified_linear_value(certificate: Any, M, S, value: float) -> float:
     target map M and second moment S: g²/(2μ) (``certificate.value_gap``) plus the rounding
     γₙ(tr(MSMᵀ) + f*), n = 4·(number of weights)·max(d₁, d₂)."""
     gap, weights = _certificate(certificate)
-    M, S = checks.matrix(M, "M"), checks.matrix(S, "S")
+    M, S, value = checks.matrix(M, "M"), checks.matrix(S, "S"), checks.number(value, "value")
+    if S.shape != (M.shape[1],) * 2:
+        raise ValueError(f"S must be {M.shape[1]}×{M.shape[1]} to match M {M.shape}, got shape {S.shape}")
     operations = 4 * weights * max(M.shape)
     return gap + roundoff_tolerance(operations) * (np.trace(M @ S @ M.T) + value)
 
@@ -80,7 +82,9 @@ def certified_factorization(certificate: Any, U, V, M, value: float) -> dict[str
     d1, d2 = M.shape
     r = U.shape[1]
     if U.shape[0] != d1 or V.shape != (d2, r):
-        raise ValueError(f"U and V must have shapes ({d1}, r) and ({d2}, r), got {U.shape} and {V.shape}")
+        raise ValueError(f"U and V must have shapes ({d1}, r) and ({d2}, r) to match M {M.shape}, "
+                         f"got {U.shape} and {V.shape}")
+    value = checks.number(value, "value")
     gamma = roundoff_tolerance(4 * (d1 * d2 * (r + 2) + r * r * (d1 + d2)))
     delta = getattr(certificate, "distance", None)
     if delta is None or not hasattr(certificate, "value_gap"):
@@ -132,7 +136,10 @@ def factorization_gradient(Y, U, V, lam: float, residual_rounding: float) -> flo
     """Rounding bound (2ε_R + γₙλ)(‖U‖_F + ‖V‖_F) on the computed ‖∇F‖ at an exact critical point,
     n = 10·n₂n₀n₁, with ε_R = ``residual_rounding`` the rounding bound on the residual
     R = Y − UVᵀ (``dropnb.factorization.spectral_rounding``)."""
-    U, V = checks.matrix(U, "U", batched=True), checks.matrix(V, "V", batched=True)
+    Y, U, V = checks.matrix(Y, "Y"), checks.matrix(U, "U", batched=True), checks.matrix(V, "V", batched=True)
+    if U.shape[-2:-1] + V.shape[-2:-1] != Y.shape or U.shape[-1] != V.shape[-1]:
+        raise ValueError(f"U and V must be (…, {Y.shape[0]}, r) and (…, {Y.shape[1]}, r) to match Y {Y.shape}, "
+                         f"got {U.shape} and {V.shape}")
     lam, residual_rounding = checks.nonnegative(lam, "lam"), checks.nonnegative(residual_rounding, "residual_rounding")
     size = np.linalg.norm(U) + np.linalg.norm(V)
     return (2 * residual_rounding + roundoff_tolerance(factorization_operations(Y, U)) * lam) * size
@@ -153,12 +160,15 @@ def _relu(X, Y, W1, W2) -> tuple[np.ndarray, ...]:
 def relu_gamma(W1, X, extra: int = 8) -> float:
     """γₙ with n = extra·(n₀ + r + m): the rounding unit of one evaluation of a two-layer network
     with input weights W1 (n₀ × r) on data X (n₀ × m)."""
-    W1, X = checks.matrix(W1, "W1"), checks.matrix(X, "X")
+    W1, X, extra = checks.matrix(W1, "W1"), checks.matrix(X, "X"), checks.integer(extra, "extra")
     return roundoff_tolerance(extra * (W1.shape[0] + W1.shape[1] + X.shape[1]))
 
 
 def relu_magnitude(X, W1, W2) -> np.ndarray:
     """|W₂|(|W₁|ᵀ|X|): the entrywise size of the sums that make the network's output Φ."""
+    X, W1, W2 = checks.matrix(X, "X"), checks.matrix(W1, "W1"), checks.matrix(W2, "W2")
+    if W1.shape[0] != X.shape[0] or W2.shape[1] != W1.shape[1]:
+        raise ValueError(f"W1 and W2 must be (n₀, r) and (n₂, r) to match X {X.shape}, got {W1.shape} and {W2.shape}")
     return np.abs(W2) @ (np.abs(W1).T @ np.abs(X))
 
 

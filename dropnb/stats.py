@@ -23,11 +23,14 @@ class StreamingMean:
 
     def add(self, samples) -> None:
         """Add a chunk of samples along axis 0."""
-        samples = np.asarray(samples, dtype=np.float64)
+        self._add(samples, "samples")
+
+    def _add(self, samples, name: str) -> None:
+        samples = checks.real_array(samples, name)
         if samples.ndim == 0 or len(samples) == 0:
-            raise ValueError(f"samples must be a non-empty array along axis 0, got shape {samples.shape}")
+            raise ValueError(f"{name} must be a non-empty array along axis 0, got shape {samples.shape}")
         if not np.all(np.isfinite(samples)):
-            raise ValueError("samples must be finite")
+            raise ValueError(f"{name} must be finite")
         n, mean = len(samples), samples.mean(axis=0)
         m2 = ((samples - mean) ** 2).sum(axis=0)
         total = self.count + n
@@ -52,8 +55,8 @@ class StreamingMean:
 def streaming_mean(chunks: Iterable) -> StreamingMean:
     """A :class:`StreamingMean` fed with every chunk."""
     estimate = StreamingMean()
-    for chunk in chunks:
-        estimate.add(chunk)
+    for index, chunk in enumerate(chunks):
+        estimate._add(chunk, f"chunks[{index}]")
     return estimate
 
 
@@ -75,7 +78,8 @@ def self_normalized_z(differences, axis: int | None = None) -> np.ndarray | floa
     """Σₜ dₜ / (Σₜ dₜ²)^{1/2} over ``axis`` (all entries if None): approximately N(0, 1) when the
     dₜ are martingale differences, such as a minibatch loss minus the objective at the same
     weights along a training run (self-normalized central limit theorem)."""
-    d = np.asarray(differences, dtype=np.float64)
+    d = checks.real_array(differences, "differences")
+    axis = None if axis is None else checks.integer(axis, "axis", minimum=-d.ndim, maximum=max(d.ndim - 1, 0))
     if d.size == 0 or not np.all(np.isfinite(d)):
         raise ValueError("differences must be a non-empty array of finite numbers")
     scale = np.sqrt(np.sum(d**2, axis=axis))
@@ -89,6 +93,9 @@ def loss_bias_z(run, name: str) -> float:
     """:func:`self_normalized_z` of the minibatch loss at every checkpoint step but the last (before
     that step's update) minus the metric ``name`` at the same weights, over checkpoints and runs of a
     :class:`dropnb.engine.Run`: approximately N(0, 1) when the loss is an unbiased estimate of the metric."""
+    name = checks.text(name, "name")
+    if not hasattr(run, "losses") or not hasattr(run, "metrics"):
+        raise checks.error("run", "a dropnb.engine.Run", type(run).__name__)
     if run.losses is None or name not in run.metrics:
         raise ValueError(f"run must record losses and the metric {name!r}")
     return self_normalized_z(run.losses[:, run.steps[:-1]].T - run.metrics[name][:-1])

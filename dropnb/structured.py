@@ -68,7 +68,7 @@ def _root(S, size: int) -> np.ndarray:
         return np.eye(size)
     S = checks.matrix(S, "S")
     if S.shape != (size, size):
-        raise ValueError(f"S must be {size}×{size}, got {S.shape}")
+        raise ValueError(f"S must be {size}×{size} to match M (or V), got {S.shape}")
     scale = max(1.0, np.abs(S).max())
     if not np.allclose(S, S.T, rtol=0, atol=1e-12 * scale):
         raise ValueError("S must be symmetric (it is a second-moment matrix E[xxᵀ])")

@@ -29,14 +29,17 @@ import torch
 
 from . import checks, deep
 from .engine import Metrics, Run, Schedule, State, descend, train
-from .linear import batched_objective
+from .linear import _batched_objective
 from .masks import MaskDistribution
 
 
 def objective_metrics(M: np.ndarray, mask: MaskDistribution, S: np.ndarray | None = None) -> Metrics:
     """Metrics of the shallow network at a checkpoint, per run, in float64 on any device:
     ``objective`` f (closed form, :func:`dropnb.linear.batched_objective`), ``loss`` ℓ and
-    ``scores`` αᵢ = ‖uᵢ‖ (vᵢᵀSvᵢ)^{1/2}."""
+    ``scores`` αᵢ = ‖uᵢ‖ (vᵢᵀSvᵢ)^{1/2}. Validated here, once; not at each checkpoint."""
+    M = checks.matrix(M, "M")
+    mask = checks.instance(mask, "mask", MaskDistribution, "a MaskDistribution")
+    S = None if S is None else _check_moment(S, M.shape[1])
     constants = {}
 
     def metrics(state: State) -> dict[str, torch.Tensor]:
@@ -45,17 +48,31 @@ def objective_metrics(M: np.ndarray, mask: MaskDistribution, S: np.ndarray | Non
             tensor = lambda a: torch.as_tensor(a, device=U.device, dtype=torch.float64)  # noqa: E731
             constants.update(M=tensor(M), cbar=tensor(mask.characteristic), S=None if S is None else tensor(S))
         c = constants
-        loss = batched_objective(c["M"], U, V, torch.zeros_like(c["cbar"]), c["S"])
+        loss = _batched_objective(c["M"], U, V, torch.zeros_like(c["cbar"]), c["S"])
         SV = V if c["S"] is None else c["S"] @ V
-        return dict(objective=batched_objective(c["M"], U, V, c["cbar"], c["S"]), loss=loss,
+        return dict(objective=_batched_objective(c["M"], U, V, c["cbar"], c["S"]), loss=loss,
                     scores=U.norm(dim=-2) * (V * SV).sum(dim=-2).clamp(min=0).sqrt())
 
     return metrics
 
 
+def _check_moment(S, d2: int) -> np.ndarray:
+    """The input second moment S: a symmetric d₂×d₂ matrix."""
+    S = checks.symmetric(S, "S")
+    if S.shape != (d2, d2):
+        raise ValueError(f"S must be {d2}×{d2} to match M, got shape {S.shape}")
+    return S
+
+
+def _check_run(generator, progress, keep=False) -> None:
+    checks.torch_generator(generator, "generator")
+    checks.flag(progress, "progress")
+    checks.flag(keep, "keep")
+
+
 def _check_problem(M, U0, V0, mask: MaskDistribution | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    M = np.asarray(M, dtype=np.float64)
-    U0, V0 = np.asarray(U0, dtype=np.float64), np.asarray(V0, dtype=np.float64)
+    M = checks.matrix(M, "M")
+    U0, V0 = checks.matrix(U0, "U0", ndim=3), checks.matrix(V0, "V0", ndim=3)
     if U0.ndim != 3 or V0.ndim != 3 or U0.shape[0] != V0.shape[0] or U0.shape[2] != V0.shape[2]:
         raise ValueError(f"U0 and V0 must be (R, d1, r) and (R, d2, r), got {U0.shape} and {V0.shape}")
     if U0.shape[1:2] + V0.shape[1:2] != M.shape:
@@ -83,11 +100,13 @@ def _input_sampler(d2: int, runs: int, batch_size: int, input_factor, data, gene
     if data is not None:
         if input_factor is not None:
             raise ValueError("give either input_factor (Gaussian inputs) or data (a finite input set), not both")
-        X = np.asarray(data, dtype=np.float64)
+        X = checks.matrix(data, "data")
         if X.ndim != 2 or X.shape[0] != d2 or X.shape[1] < 1 or not np.all(np.isfinite(X)):
             raise ValueError(f"data must be a finite ({d2}, N) array of input columns, got shape {X.shape}")
         columns = tensor(X.T)
         return lambda: columns[torch.randint(X.shape[1], (runs, batch_size), generator=generator, device=device)]
+    if input_factor is not None and checks.matrix(input_factor, "input_factor").shape != (d2, d2):
+        raise ValueError(f"input_factor must be {d2}×{d2} to match M, got shape {np.shape(input_factor)}")
     A_T = None if input_factor is None else tensor(np.asarray(input_factor, dtype=np.float64).T)
 
     def gaussian() -> torch.Tensor:
@@ -123,7 +142,9 @@ def algorithm1(
     ``lr`` and ``steps`` make a :class:`dropnb.engine.Schedule` (``Schedule.of``). The run's
     state is ``U``, ``V``; its ``losses`` are the minibatch losses ‖e‖² (mean over the batch).
     """
+    checks.instance(mask, "mask", MaskDistribution, "a MaskDistribution")
     M, U0, V0 = _check_problem(M, U0, V0, mask)
+    _check_run(generator, progress, keep)
     schedule = Schedule.of(lr, steps)
     device = generator.device
     dtype = _dtype(device)
@@ -173,6 +194,7 @@ def dropconnect_sgd(
     ½‖e‖², so that the expected direction is (θ/2)∇f, as for dropout in :func:`algorithm1`."""
     retain = checks.probability(retain, "retain")
     M, U0, V0 = _check_problem(M, U0, V0, None)
+    _check_run(generator, progress, keep)
     schedule = Schedule.of(lr, steps)
     device = generator.device
     dtype = _dtype(device)
@@ -214,7 +236,11 @@ def gradient_descent(
     """Full-batch gradient descent along the expected direction of Algorithm 1 for R runs at once:
     U ← U − ηₜ · ½∇_U f · diag(μ), V ← V − ηₜ · ½∇_V f · diag(μ), with the closed-form gradient
     ∇_U f = −2(M − UVᵀ)SV + 2U(C̄ ⊙ VᵀSV), ∇_V f = −2S(M − UVᵀ)ᵀU + 2SV(C̄ ⊙ UᵀU)."""
+    checks.instance(mask, "mask", MaskDistribution, "a MaskDistribution")
     M, U0, V0 = _check_problem(M, U0, V0, mask)
+    S = None if S is None else _check_moment(S, M.shape[1])
+    checks.flag(progress, "progress")
+    checks.flag(keep, "keep")
     schedule = Schedule.of(lr, steps)
     device = torch.device(device)
     dtype = _dtype(device)
@@ -239,7 +265,10 @@ def gradient_descent(
 def deep_metrics(M: np.ndarray, lam, S: np.ndarray | None = None) -> Metrics:
     """Metrics of R deep networks (state ``layers``: W₁, …), per run, in float64 on any device:
     ``objective`` (the exact dropout objective, λ a number or one per run), ``sub_regularizers``
-    (R₁, …, R_k) and ``singular_values`` of WS^{1/2}, W the network map."""
+    (R₁, …, R_k) and ``singular_values`` of WS^{1/2}, W the network map. Validated here, once."""
+    M = checks.matrix(M, "M")
+    checks.weights(lam, "lam")
+    S = None if S is None else _check_moment(S, M.shape[1])
     constants = {}
 
     def metrics(state: State) -> dict[str, torch.Tensor]:
@@ -280,8 +309,10 @@ def deep_gradient_descent(
     objective tr((M − W)S(M − W)ᵀ) + Σ_l λ^l R_l (gradients by autograd). ``layers0``: the initial
     layers, each (R, dᵢ, dᵢ₋₁); ``lam``: λ = (1 − θ)/θ, one number or one per run. The run's state
     is ``W1``, ``W2``, …"""
-    M = np.asarray(M, dtype=np.float64)
-    layers0 = [np.asarray(W, dtype=np.float64) for W in layers0]
+    M = checks.matrix(M, "M")
+    if not isinstance(layers0, (list, tuple)):
+        raise ValueError(f"layers0 must be a list of arrays of shape (R, dᵢ, dᵢ₋₁), got a {type(layers0).__name__}")
+    layers0 = [checks.matrix(W, f"layers0[{i}]", ndim=3) for i, W in enumerate(layers0)]
     if len(layers0) < 2 or any(W.ndim != 3 or W.shape[0] != layers0[0].shape[0] for W in layers0):
         raise ValueError("layers0 must hold at least two arrays of shape (R, dᵢ, dᵢ₋₁) with a common R")
     try:
@@ -292,11 +323,13 @@ def deep_gradient_descent(
         raise ValueError(f"M must be a finite {layers0[-1].shape[1]}×{layers0[0].shape[2]} matrix, got shape {M.shape}")
     runs = layers0[0].shape[0]
     lam = checks.weights(lam, "lam", (runs,)).copy()
+    S = None if S is None else _check_moment(S, M.shape[1])
+    checks.flag(progress, "progress")
     device = torch.device(device)
     dtype = _dtype(device)
     tensor = lambda a: None if a is None else torch.as_tensor(a, device=device, dtype=dtype)  # noqa: E731
     M_t, lam_t, C_t = tensor(M), tensor(lam), tensor(S)
     layers = {f"W{i + 1}": tensor(W) for i, W in enumerate(layers0)}
-    return train(layers, lambda state, _: deep.batched_objective(M_t, _layers(state), lam_t, C_t),
+    return train(layers, lambda state, _: deep._batched_objective(M_t, _layers(state), lam_t, C_t),
                  Schedule.of(lr, steps), checkpoints=checkpoints, metrics=metrics, progress=progress,
                  description="deep gradient descent")

@@ -149,3 +149,104 @@ def test_threads_repeats_the_format_without_numpy():
     imported |= {node.module for node in ast.walk(ast.parse(Path(threads.__file__).read_text()))
                  if isinstance(node, ast.ImportFrom) and node.module}
     assert not imported & {"numpy", "checks", "torch", "scipy"}
+
+
+@pytest.mark.parametrize("value", [[1, 2], np.arange(3), np.float32([1.5]), torch.tensor([1.0, 2.0]),
+                                   torch.tensor([[1, 2]]), 3])
+def test_real_array_accepts_real_numbers_lists_arrays_and_tensors(value):
+    array = checks.real_array(value, "x")
+    assert array.dtype == np.float64 and np.array_equal(array, np.asarray(value, dtype=np.float64))
+
+
+@pytest.mark.parametrize("value", ["abc", b"1", True, None, np.array([1 + 1j]), [1j, 2], np.array([True]),
+                                   torch.tensor([True]), torch.tensor([1 + 0j]), [[1, 2], [3]], np.array(["1"]),
+                                   np.array([object()])])
+def test_real_array_refuses_strings_booleans_complex_objects_and_ragged_lists(value):
+    with pytest.raises(ValueError, match=r"^x must be a real array \(integers or floats\), got "):
+        checks.real_array(value, "x")
+
+
+def test_matrix_refuses_complex_and_empty_unless_allowed_and_takes_tensors():
+    with pytest.raises(ValueError, match=r"^M must be a real array"):
+        checks.matrix(np.ones((2, 2)) * 1j, "M")
+    with pytest.raises(ValueError, match=r"^M must have entries, got shape \(2, 0\)$"):
+        checks.matrix(np.ones((2, 0)), "M")
+    assert checks.matrix(np.ones((2, 0)), "M", empty=True).shape == (2, 0)
+    assert checks.matrix(torch.ones(2, 3, requires_grad=True), "M").shape == (2, 3)
+    assert checks.vector([1, 2], "s").shape == (2,)
+    with pytest.raises(ValueError, match=r"^s must be a 1-d array, got shape \(\)$"):
+        checks.vector(np.array(1.0), "s")
+
+
+def test_tensor_keeps_floating_tensors_and_converts_the_rest():
+    W = torch.ones(2, 3, dtype=torch.float32, requires_grad=True)
+    assert checks.tensor(W, "W") is W
+    converted = checks.tensor(np.ones((2, 3)), "W")
+    assert isinstance(converted, torch.Tensor) and converted.dtype == torch.float64
+    assert checks.tensor(torch.ones(2, 3, dtype=torch.int64), "W").dtype == torch.float64
+    assert checks.tensor(torch.ones(4, 2, 3), "W", batched=True).shape == (4, 2, 3)
+
+
+@pytest.mark.parametrize("value, match", [
+    (torch.tensor([[1.0, float("nan")]]), r"^W must be finite, got 1 non-finite entries$"),
+    (torch.tensor([[1.0, float("inf")]]), r"^W must be finite"),
+    (torch.ones(2, 2, dtype=torch.complex128), r"^W must be a real array"),
+    (torch.ones(2, 2, dtype=torch.bool), r"^W must be a real array"),
+    (torch.ones(3), r"^W must be a 2-d array, got shape \(3,\)$"),
+    (torch.ones(2, 0), r"^W must have entries"),
+    ("W", r"^W must be a real array"),
+])
+def test_tensor_refuses_non_finite_complex_boolean_misshaped_and_empty(value, match):
+    with pytest.raises(ValueError, match=match):
+        checks.tensor(value, "W")
+
+
+def test_tensor_weights_take_a_number_or_a_non_negative_tensor():
+    assert checks.tensor_weights(0.5, "lam") == 0.5
+    assert torch.equal(checks.tensor_weights(torch.tensor([0.0, 2.0]), "lam"), torch.tensor([0.0, 2.0]))
+    for bad in (-1.0, math.nan, True, "1", torch.tensor([1.0, -1.0]), torch.tensor([math.inf]), 1j):
+        with pytest.raises(ValueError, match=r"^lam must be "):
+            checks.tensor_weights(bad, "lam")
+
+
+def test_generators_choices_flags_texts_functions_instances_and_shapes():
+    rng, generator = np.random.default_rng(0), torch.Generator().manual_seed(0)
+    assert checks.generator(rng) is rng and checks.torch_generator(generator) is generator
+    for bad in (None, 0, np.random.RandomState(0)):
+        with pytest.raises(ValueError, match=r"^rng must be a numpy random Generator"):
+            checks.generator(bad)
+    with pytest.raises(ValueError, match=r"^generator must be a torch Generator"):
+        checks.torch_generator(rng)
+    assert checks.choice("keep", "expansion", ("keep", "drop")) == "keep"
+    with pytest.raises(ValueError, match=r"^expansion must be one of 'keep', 'drop', got 3$"):
+        checks.choice(3, "expansion", ("keep", "drop"))
+    assert checks.flag(np.bool_(True), "tied") is True
+    with pytest.raises(ValueError, match=r"^tied must be True or False, got 'yes'$"):
+        checks.flag("yes", "tied")
+    assert checks.text("", "stream", empty=True) == ""
+    with pytest.raises(ValueError, match=r"^page must be a non-empty string, got 3$"):
+        checks.text(3, "page")
+    with pytest.raises(ValueError, match=r"^fun must be a function, got None$"):
+        checks.function(None, "fun")
+    with pytest.raises(ValueError, match=r"^mask must be a mask, got 'x'$"):
+        checks.instance("x", "mask", int, "a mask")
+    assert checks.shape(3) == (3,) and checks.shape([2, np.int64(0)]) == (2, 0)
+    for bad in (2.5, -1, (2, True), "3", None):
+        with pytest.raises(ValueError, match=r"^shape must be "):
+            checks.shape(bad)
+
+
+def test_number_refuses_complex_numpy_and_torch_scalars_and_may_allow_non_finite():
+    for bad in (np.complex128(1), torch.tensor(1j), torch.tensor(True), np.array(1 + 0j)):
+        with pytest.raises(ValueError, match=r"^x must be a finite number, got "):
+            checks.number(bad, "x")
+    assert math.isnan(checks.number(math.nan, "x", finite=False))
+    assert checks.number(-math.inf, "x", finite=False) == -math.inf
+    with pytest.raises(ValueError, match=r"^x must be a real number, got '1'$"):
+        checks.number("1", "x", finite=False)
+
+
+def test_weights_without_a_batch_shape_keep_their_own():
+    assert checks.weights([[0.5], [1.0]], "lam").shape == (2, 1)
+    with pytest.raises(ValueError, match=r"^lam must be a finite number ≥ 0 or an array of them, got "):
+        checks.weights([1.0, -1.0], "lam")

@@ -1,0 +1,794 @@
+"""Bad input to every public function of dropnb: a clear ValueError or TypeError naming the argument.
+
+Every public function, class and public method of every dropnb module (found by introspection)
+has a valid example call in ``EXAMPLES``; the examples must succeed. Each argument of an example
+is then replaced, one at a time, by bad values of its kind (``MUTATIONS``: NaN, ±inf, complex,
+string, bool for a count, 0-d, empty and mis-shaped arrays, None for a generator, a negative
+size, a probability outside (0, 1]) and the call must raise ValueError or TypeError whose message
+names the argument. A bad value that the function legitimately accepts is listed in ``ACCEPTED``
+with the reason; a listed value that is refused fails the test too, so the list stays true. A new
+public function without an example fails :func:`test_every_public_function_has_an_example`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib
+import inspect
+import os
+import pkgutil
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import dropnb
+from dropnb import claims as claims_module, engine, factorization, features, homogeneous, masks, optimize, stats
+
+# Plumbing of the book build, out of scope: it takes paths, HTML and docutils/sphinx objects, not
+# numbers, and runs outside the chapters.
+OUT_OF_SCOPE_MODULES = {
+    "browser": "drives a headless browser over the built HTML (paths and pages, not numbers)",
+    "sphinxext": "sphinx extension hooks, called by sphinx with its own application objects",
+    "notebooks": "executes chapters (paths, page names and a CLI)",
+    "bibliography": "pybtex style plugin, called by sphinxcontrib-bibtex",
+}
+# Public names that are not entry points for numbers.
+OUT_OF_SCOPE = {
+    "claims.ClaimFailed": "exception type",
+    "optimize.NotAMinimum": "exception type",
+    "regression.main": "command-line entry point",
+    "claims.Record": "result record (a dataclass the Claims methods fill from validated values)",
+    "config.Config": "dataclass of a run's settings, built by dropnb.setup from resolved values",
+    "engine.Run": "result record built by engine.descend",
+    "deep.DeepOptimum": "result record built by deep.global_optimum",
+    "factorization.PolarCertificate": "result record built by factorization.polar_certificate",
+    "factorization.Stage": "result record built by factorization.meta_algorithm",
+    "factorization.MetaRun": "result record built by factorization.meta_algorithm",
+    "features.Digits": "result record built by features.load_digit_subset",
+    "homogeneous.Polar": "result record built by homogeneous.polar",
+    "homogeneous.DualityGapCertificate": "result record built by homogeneous.duality_gap_certificate",
+    "homogeneous.Reference": "result record built by homogeneous.sector_reference",
+    "homogeneous.InducedRegularizer": "result record built by homogeneous.induced_regularizer",
+    "homogeneous.FlatPath": "result record built by homogeneous.flat_path",
+    "homogeneous.Escape": "result record built by homogeneous.escape",
+    "homogeneous.MetaRun": "result record built by homogeneous.meta_algorithm",
+    "homogeneous.Segment": "result record built by homogeneous.non_increasing_path",
+    "landscape.CriticalPoint": "result record built by landscape.equalized_critical_points",
+    "networks.LinearCriticalPoint": "result record built by networks.shallow_critical_points",
+    "optimize.FirstOrderCertificate": "result record built by optimize.certify",
+    "shrinkage.Optimum": "result record built by shrinkage.global_optimum",
+    "structured.DropBlockBound": "result record built by structured.dropblock_bound",
+    "masks.MaskDistribution": "abstract base class (its methods are tested on each distribution)",
+}
+
+
+def public_entries() -> list[str]:
+    """Every public function, class and public method (instance or class method) defined in a dropnb
+    module, as 'module.name' or 'module.Class.method'."""
+    names = []
+    for info in pkgutil.iter_modules(dropnb.__path__):
+        if info.name in OUT_OF_SCOPE_MODULES:
+            continue
+        module = importlib.import_module(f"dropnb.{info.name}")
+        for name, value in vars(module).items():
+            if name.startswith("_") or getattr(value, "__module__", None) != module.__name__:
+                continue
+            if inspect.isfunction(value):
+                names.append(f"{info.name}.{name}")
+            elif inspect.isclass(value):
+                names.append(f"{info.name}.{name}")
+                for attribute, member in vars(value).items():
+                    function = member.__func__ if isinstance(member, (classmethod, staticmethod)) else member
+                    if not attribute.startswith("_") and inspect.isfunction(function):
+                        names.append(f"{info.name}.{name}.{attribute}")
+    return names
+
+
+# --- valid example arguments -------------------------------------------------------------------
+class Fresh:
+    """An argument built anew for every call (for arguments a call changes or consumes)."""
+
+    def __init__(self, make):
+        self.make = make
+
+
+def rng():
+    return Fresh(lambda: np.random.default_rng(0))
+
+
+def tgen():
+    return Fresh(lambda: torch.Generator().manual_seed(0))
+
+
+M = np.array([[2.0, 0.5, 0.0], [0.3, 1.0, 0.2]])           # d1 × d2 = 2 × 3
+U = np.array([[1.0, 0.2], [0.1, 0.8]])                      # d1 × r
+V = np.array([[0.5, 0.1], [0.2, 0.6], [0.1, 0.3]])          # d2 × r
+S = np.array([[2.0, 0.3, 0.1], [0.3, 1.5, 0.2], [0.1, 0.2, 1.0]])
+SYM = np.array([[3.0, 1.0], [1.0, 2.0]])                    # symmetric PSD 2 × 2
+X2 = np.array([[1.0, -0.5, 0.3, 0.8], [0.2, 1.0, -0.7, 0.4]])   # n0 = 2 inputs in columns (m = 4)
+Y1 = np.array([[1.0, 0.5, -0.2, 0.7]])                      # scalar targets (n2 = 1)
+W1 = np.array([[1.0, -0.5, 0.3], [0.2, 0.8, -0.6]])         # n0 × r = 2 × 3
+W2 = np.array([[0.7, 0.4, -0.5]])                           # n2 × r = 1 × 3
+LAYERS = [np.array([[1.0, 0.5, 0.0], [0.2, 0.3, 1.0]]), np.array([[0.5, 1.0], [1.2, -0.4]]),
+          np.array([[1.0, 0.3], [0.1, 0.9]])]               # 3 → 2 → 2 → 2
+MOMENTS = (S, np.array([[1.0, 0.2], [0.1, 0.5], [0.3, 0.1]]), SYM)
+SPECTRUM = np.array([3.0, 2.0, 0.5])
+BERNOULLI = masks.Bernoulli(2, 0.5)
+T = torch.tensor
+TORCH_M, TORCH_U, TORCH_V, TORCH_S = T(M), T(U), T(V), T(S)
+TORCH_LAYERS = [T(W) for W in LAYERS]
+RECORD = dict(id="page.claim", chapter="page", page="page", kind="claim", source="Lemma 1", statement="a = b",
+              measured=1.0, target=1.0, comparison="close", tolerance=0.1, basis="rounding", passed=True,
+              profile="quick", seconds=0.1, device="cpu", printed=None, printed_target=None, seed=0)
+TMP = Path(tempfile.mkdtemp(prefix="dropnb-bad-input-"))  # claims and goldens written by the examples
+atexit.register(shutil.rmtree, TMP, True)
+
+
+def square(x):
+    return (x**2).sum()
+
+
+def schedule(steps=3):
+    return engine.Schedule.constant(0.01, steps)
+
+
+def certificate():
+    return optimize.certify(square, np.array([0.0, 0.0]))
+
+
+def claims():
+    return Fresh(lambda: dropnb.Claims("page", "quick", directory=TMP))
+
+
+def torch_state():
+    return Fresh(lambda: dict(w=torch.ones(2, 3)))
+
+
+EXAMPLES = {
+    # checks
+    "checks.error": dict(name="x", requirement="finite", value=1.0),
+    "checks.integer": dict(value=3, name="n"),
+    "checks.number": dict(value=0.5, name="x"),
+    "checks.positive": dict(value=0.5, name="x"),
+    "checks.nonnegative": dict(value=0.5, name="x"),
+    "checks.probability": dict(value=0.5, name="x"),
+    "checks.weights": dict(value=np.array([0.5, 1.0]), name="lam", shape=(2,)),
+    "checks.real_array": dict(value=M, name="M"),
+    "checks.matrix": dict(value=M, name="M"),
+    "checks.vector": dict(value=SPECTRUM, name="s"),
+    "checks.tensor": dict(value=TORCH_M, name="M"),
+    "checks.tensor_weights": dict(value=0.5, name="lam"),
+    "checks.generator": dict(value=rng(), name="rng"),
+    "checks.torch_generator": dict(value=tgen(), name="generator"),
+    "checks.choice": dict(value="a", name="kind", options=("a", "b")),
+    "checks.flag": dict(value=True, name="tied"),
+    "checks.text": dict(value="a", name="page"),
+    "checks.function": dict(value=square, name="fun"),
+    "checks.instance": dict(value=BERNOULLI, name="mask", kind=masks.MaskDistribution, what="a mask"),
+    "checks.shape": dict(value=(2, 3), name="shape"),
+    "checks.symmetric": dict(value=SYM, name="S"),
+    "checks.environment_integer": dict(variable="DROPNB_UNSET_VARIABLE", default=3),
+    # claims
+    "claims.holds": dict(measured=1.0, target=1.0, comparison="close", tolerance=0.1),
+    "claims.claims_dir": dict(),
+    "claims.Record.line": dict(self=Fresh(lambda: claims_module.Record(**RECORD))),
+    "claims.Claims": dict(page="page", profile="quick", device="cpu", directory=TMP, seed=0),
+    "claims.Claims.claim": dict(self=claims(), id="page.a", source="Lemma 1", statement="a = b", measured=1.0,
+                                target=1.0, tolerance=0.1, basis="rounding"),
+    "claims.Claims.erratum": dict(self=claims(), id="page.b", source="Lemma 1", printed="a = 2b", corrected="a = b",
+                                  measured=1.0, printed_target=2.0, corrected_target=1.0, tolerance=0.1,
+                                  basis="rounding"),
+    "claims.Claims.table": dict(self=claims()),
+    "claims.ClaimView": dict(record=claims_module.Record(**RECORD)),
+    "claims.load_records": dict(directory=TMP),
+    "claims.totals": dict(records=[RECORD]),
+    "claims.summary": dict(records=[RECORD]),
+    # config
+    "config.resolve_profile": dict(profile="quick"),
+    "config.resolve_seed": dict(seed=3, default=0),
+    "config.default_device": dict(),
+    "config.stream_seed": dict(seed=3, stream="data"),
+    "config.Config.pick": dict(self=dropnb.Config("quick", 0), quick=1, book=2, full=3),
+    "config.Config.rng": dict(self=dropnb.Config("quick", 0), stream="data"),
+    "config.Config.torch_generator": dict(self=dropnb.Config("quick", 0), stream="data"),
+    "config.Config.describe": dict(self=dropnb.Config("quick", 0)),
+    "config.configure_threads": dict(),
+    "config.book_root": dict(),
+    # data
+    "data.isotropic_inputs": dict(kind="gaussian", n=4, d=3, rng=rng()),
+    "data.second_moment": dict(factor=V, shift=np.array([1.0, 0.0, 2.0])),
+    "data.haar_orthogonal": dict(n=3, rng=rng()),
+    "data.matrix_with_spectrum": dict(spectrum=np.array([2.0, 1.0]), shape=(2, 3), rng=rng()),
+    "data.population_form": dict(X=X2, Y=Y1),
+    # deep
+    "deep.check_layers": dict(layers=LAYERS, S=S),
+    "deep.check_widths": dict(widths=[2, 3]),
+    "deep.psd_sqrt": dict(S=S),
+    "deep.network_map": dict(layers=LAYERS),
+    "deep.envelope_weights": dict(hidden_widths=[2, 2]),
+    "deep.effective_rate": dict(hidden_widths=[2, 2], lam=0.5),
+    "deep.check_batched_layers": dict(layers=TORCH_LAYERS, S=TORCH_S),
+    "deep.batched_sub_regularizers": dict(layers=TORCH_LAYERS, S=TORCH_S),
+    "deep.batched_regularizer": dict(layers=TORCH_LAYERS, lam=0.5, S=TORCH_S),
+    "deep.batched_objective": dict(M=T(M[:, :3]), layers=TORCH_LAYERS, lam=0.5, S=TORCH_S),
+    "deep.sub_regularizers": dict(layers=LAYERS, S=S),
+    "deep.moment_regularizer": dict(layers=LAYERS, retain=0.5, S=S),
+    "deep.pivot_sub_regularizers": dict(layers=LAYERS, S=S),
+    "deep.pivot_regularizer": dict(layers=LAYERS, retain=0.5, S=S),
+    "deep.enumerated_regularizer": dict(layers=LAYERS, retain=0.5, S=S),
+    "deep.sampled_regularizer": dict(layers=LAYERS, retain=0.5, n=5, rng=rng(), input_factor=S),
+    "deep.objective": dict(M=M, layers=LAYERS, retain=0.5, S=S),
+    "deep.equalization_gaps": dict(layers=LAYERS, S=S),
+    "deep.nuclear_norm": dict(W=M, S=S),
+    "deep.rank_one_implementation": dict(u=np.array([1.0, 2.0]), v=np.array([1.0, 0.0, 1.0]), hidden_widths=[2, 3]),
+    "deep.balanced_implementation": dict(W=M, hidden_widths=[2, 3]),
+    "deep.global_optimum": dict(M=M, hidden_widths=[2, 2], lam=0.5, S=S),
+    "deep.flat_objective": dict(M=M, architecture=[3, 2, 2], lam=0.5, S=S),
+    # dropconnect
+    "dropconnect.regularizer": dict(U=U, V=V, retain=0.5, S=S),
+    "dropconnect.printed_regularizer": dict(U=U, V=V, retain=0.5, S=S),
+    "dropconnect.objective": dict(M=M, U=U, V=V, retain=0.5, S=S),
+    "dropconnect.enumerated_objective": dict(M=M, U=U, V=V, retain=0.5, S=S),
+    "dropconnect.sample_masks": dict(shape=4, d2=3, width=2, retain=0.5, rng=rng()),
+    "dropconnect.sampled_losses": dict(M=M, U=U, V=V, x=np.ones((4, 3)), Z=np.ones((4, 3, 2)), retain=0.5),
+    "dropconnect.monte_carlo_objective": dict(M=M, U=U, V=V, retain=0.5, draw_inputs=lambda n, g: g.standard_normal((n, 3)),
+                                              samples=10, rng=rng()),
+    "dropconnect.batched_objective": dict(M=TORCH_M, U=TORCH_U, V=TORCH_V, lam=0.5, S=TORCH_S),
+    # engine
+    "engine.Schedule": dict(steps=3, rate=lambda t: 0.1),
+    "engine.Schedule.constant": dict(eta=0.1, steps=3),
+    "engine.Schedule.stages": dict(pairs=[(0.1, 2), (0.05, 2)]),
+    "engine.Schedule.inverse_time": dict(initial=0.1, scale=10.0, steps=3),
+    "engine.Schedule.of": dict(lr=0.1, steps=3),
+    "engine.log_checkpoints": dict(steps=100, count=5),
+    "engine.check_checkpoints": dict(checkpoints=np.array([0, 2, 3]), steps=3),
+    "engine.to_numpy": dict(a=TORCH_M),
+    "engine.descend": dict(state=torch_state(), step=lambda t, eta: None, schedule=schedule(), progress=False),
+    "engine.train": dict(parameters=torch_state(), loss=lambda state, _: (state["w"] ** 2).sum(-1),
+                         schedule=schedule(), progress=False),
+    # equalizer
+    "equalizer.equalizer": dict(U=U, centered=False),
+    "equalizer.hadamard": dict(order=4),
+    "equalizer.universal_equalizer": dict(U=U),
+    "equalizer.importance_scores": dict(U=U, V=V),
+    "equalizer.equalized_factors": dict(P=SYM, width=2),
+    "equalizer.equalize_network": dict(U=U, V=V),
+}
+EXAMPLES.update({
+    # factorization
+    "factorization.singular_value_threshold": dict(Y=M, lam=0.5),
+    "factorization.convex_objective": dict(Y=M, Z=M / 2, lam=0.5, kappa=0.1, width=2),
+    "factorization.objective": dict(Y=M, U=U, V=V, lam=0.5, kappa=0.1),
+    "factorization.gradient": dict(Y=M, U=U, V=V, lam=0.5, kappa=0.1),
+    "factorization.flat_objective": dict(Y=M, width=2, lam=0.5, kappa=0.1),
+    "factorization.balanced_factors": dict(Z=M, width=2),
+    "factorization.optimal_factors": dict(Y=M, lam=0.5, width=2),
+    "factorization.optimal_value": dict(spectrum=SPECTRUM, lam=0.5, width=2),
+    "factorization.squared_nuclear_threshold": dict(spectrum=SPECTRUM, kappa=0.5, width=2),
+    "factorization.top_singular_triple": dict(R=M),
+    "factorization.PolarCertificate.holds": dict(
+        self=Fresh(lambda: factorization.polar_certificate(M, U, V, 0.5)), lam=0.5, relative=1e-6),
+    "factorization.polar_certificate": dict(Y=M, U=U, V=V, lam=0.5),
+    "factorization.spectral_rounding": dict(Y=M, U=U, V=V),
+    "factorization.value_rounding": dict(Y=M, U=U, V=V, lam=0.5, kappa=0.1),
+    "factorization.duality_gap": dict(Y=M, U=U, V=V, lam=0.5, kappa=0.1),
+    "factorization.append_column": dict(U=U, V=V, u=np.array([1.0, 0.0]), v=np.array([0.0, 1.0, 0.0]), epsilon=0.1),
+    "factorization.append_change": dict(sigma=2.0, epsilon=0.1, lam=0.5, kappa=0.1),
+    "factorization.split_units": dict(U=U, V=V, copies=2),
+    "factorization.expose_null_columns": dict(U=U, V=V),
+    "factorization.gradient_descent": dict(Y=M, U0=U, V0=V, lam=0.5, kappa=0.1, step=0.05, tol=1e-3, max_steps=5),
+    "factorization.meta_algorithm": dict(Y=M, lam=0.5, U0=U, V0=V, step=0.05, gradient_tol=1e-3,
+                                         certificate_tol=1e-2, max_stages=2, max_steps=20),
+    # features
+    "features.load_digit_subset": dict(n=20, rng=rng()),
+    "features.spread_targets": dict(onehot=np.eye(3), first=3.0, ratio=0.6),
+    "features.init_weights": dict(sizes=[3, 2], outputs=2, runs=2, rng=rng()),
+    "features.features": dict(weights=Fresh(lambda: features.init_weights([3, 2], 2, 2, np.random.default_rng(0))),
+                              X=T(V)),
+    "features.deterministic_objective": dict(
+        weights=Fresh(lambda: features.init_weights([3, 2], 2, 2, np.random.default_rng(0))), X=T(V),
+        Y=T(U), cbar=T(np.eye(2) / 2)),
+    "features.train": dict(X=V, Y=U, mask=BERNOULLI, hidden=[2], runs=2, lr=0.01, steps=2, rng=rng(),
+                           progress=False),
+    # homogeneous
+    "homogeneous.check_data": dict(X=X2, Y=Y1),
+    "homogeneous.check_weights": dict(W1=W1, W2=W2, n0=2, n2=1),
+    "homogeneous.hidden": dict(X=X2, W1=W1),
+    "homogeneous.outputs": dict(X=X2, W1=W1, W2=W2),
+    "homogeneous.unit_outputs": dict(X=X2, W1=W1, W2=W2),
+    "homogeneous.unit_regularizers": dict(W1=W1, W2=W2),
+    "homogeneous.regularizer": dict(W1=W1, W2=W2),
+    "homogeneous.objective": dict(X=X2, Y=Y1, W1=W1, W2=W2, lam=0.1),
+    "homogeneous.gradient": dict(X=X2, Y=Y1, W1=W1, W2=W2, lam=0.1),
+    "homogeneous.dropout_penalty": dict(X=X2, W1=W1, W2=W2),
+    "homogeneous.split_units": dict(W1=W1, W2=W2, shares=np.array([0.5, 0.5])),
+    "homogeneous.gradient_descent": dict(X=X2, Y=Y1, W1=W1, W2=W2, lam=0.1, schedule=schedule(), every=1),
+    "homogeneous.direction": dict(angle=np.array([0.0, 1.0])),
+    "homogeneous.breakpoint_angles": dict(X=X2),
+    "homogeneous.arcs": dict(X=X2),
+    "homogeneous.polar_curve": dict(X=X2, G=Y1, angles=np.array([0.0, 1.0])),
+    "homogeneous.polar": dict(X=X2, G=Y1),
+    "homogeneous.duality_gap_certificate": dict(X=X2, Y=Y1, Z=Y1 / 2, cost=0.5, lam=0.1),
+    "homogeneous.network_certificate": dict(X=X2, Y=Y1, W1=W1, W2=W2, lam=0.1),
+    "homogeneous.Reference.network": dict(
+        self=Fresh(lambda: homogeneous.sector_reference(X2, Y1, 0.1, tol=1e-6)), threshold=0.0, merge=True),
+    "homogeneous.Reference.active_groups": dict(
+        self=Fresh(lambda: homogeneous.sector_reference(X2, Y1, 0.1, tol=1e-6)), threshold=0.0),
+    "homogeneous.sector_reference": dict(X=X2, y=Y1[0], lam=0.1, tol=1e-6, max_iter=2000, check_every=50),
+    "homogeneous.relu_dictionary": dict(X=X2, n_angles=8),
+    "homogeneous.largest_gap": dict(angles=np.array([0.0, 1.0, 3.0])),
+    "homogeneous.InducedRegularizer.network": dict(
+        self=Fresh(lambda: homogeneous.induced_regularizer(X2, Y1[0], n_angles=64))),
+    "homogeneous.induced_regularizer": dict(X=X2, z=Y1[0], n_angles=64),
+    "homogeneous.FlatPath.weights": dict(
+        self=Fresh(lambda: homogeneous.flat_path(X2, np.hstack([W1, W1]), np.hstack([W2, -W2]))), tau=0.1),
+    "homogeneous.flat_path": dict(X=X2, W1=np.hstack([W1, W1]), W2=np.hstack([W2, -W2]), units=[0, 3]),
+    "homogeneous.escape": dict(X=X2, Y=Y1, W1=W1, W2=W2, lam=0.1),
+    "homogeneous.MetaRun.certified": dict(
+        self=Fresh(lambda: homogeneous.meta_algorithm(X2, Y1, W1[None], W2[None], 0.1, schedule(),
+                                                             schedule(), accuracy=0.1, rounds=1)), accuracy=0.1),
+    "homogeneous.meta_algorithm": dict(X=X2, Y=Y1, W1=W1[None], W2=W2[None], lam=0.1, schedule=schedule(),
+                                       escape_schedule=schedule(), accuracy=0.1, rounds=1),
+    "homogeneous.non_increasing_path": dict(X=X2, Y=Y1, W1=W1, W2=W2, lam=0.1, cycle_schedule=schedule(),
+                                            final_schedule=schedule(), cycles=1, points=3, every=1),
+    # landscape
+    "landscape.assembled_hessian": dict(product=lambda D: (2 * D,), shapes=[(2, 2)]),
+    "landscape.tied_objective": dict(M=SYM, U=U, lam=0.5),
+    "landscape.tied_gradient": dict(M=SYM, U=U, lam=0.5),
+    "landscape.tied_hessian_product": dict(M=SYM, U=U, lam=0.5, D=U),
+    "landscape.tied_hessian": dict(M=SYM, U=U, lam=0.5),
+    "landscape.untied_objective": dict(M=M, U=U, V=V, lam=0.5),
+    "landscape.untied_gradient": dict(M=M, U=U, V=V, lam=0.5),
+    "landscape.untied_hessian_product": dict(M=M, U=U, V=V, lam=0.5, DU=U, DV=V),
+    "landscape.untied_hessian": dict(M=M, U=U, V=V, lam=0.5),
+    "landscape.equalized_critical_points": dict(M=SYM, width=2, lam=0.5),
+    "landscape.critical_point_search": dict(gradient=lambda x: 2 * x, hessian=lambda x: 2 * np.eye(len(x)),
+                                            starts=np.ones((2, 2)), gtol=1e-8),
+    # linear
+    "linear.check_factors": dict(U=U, V=V, S=S),
+    "linear.check_network": dict(M=M, U=U, V=V, S=S),
+    "linear.expected_loss": dict(M=M, U=U, V=V, S=S),
+    "linear.regularizer": dict(U=U, V=V, mask=BERNOULLI, S=S),
+    "linear.bernoulli_regularizer": dict(U=U, V=V, retain=0.5, S=S),
+    "linear.dropout_lambda": dict(retain=0.5),
+    "linear.path_norm_squared": dict(U=U, V=V),
+    "linear.objective": dict(M=M, U=U, V=V, mask=BERNOULLI, S=S),
+    "linear.enumerated_objective": dict(M=M, U=U, V=V, mask=BERNOULLI, S=S),
+    "linear.sampled_losses": dict(M=M, U=U, V=V, x=np.ones((4, 3)), b=np.ones((4, 2)), mean=np.full(2, 0.5)),
+    "linear.monte_carlo_objective": dict(M=M, U=U, V=V, mask=BERNOULLI, draw_inputs=lambda n, g: g.standard_normal((n, 3)),
+                                         samples=10, rng=rng()),
+    "linear.objective_gradient": dict(M=M, U=U, V=V, mask=BERNOULLI, S=S),
+    "linear.algorithm1_directions": dict(U=U, V=V, x=np.ones((4, 3)), y=np.ones((4, 2)), b=np.ones((4, 2)),
+                                         mean=np.full(2, 0.5)),
+    "linear.check_batched": dict(M=TORCH_M, U=TORCH_U, V=TORCH_V, cbar=T(np.eye(2)), S=TORCH_S),
+    "linear.batched_objective": dict(M=TORCH_M, U=TORCH_U, V=TORCH_V, cbar=T(np.eye(2)), S=TORCH_S),
+    "linear.flat_objective": dict(M=M, width=2, lam=0.5, tied=False, mask=BERNOULLI, S=S),
+    "linear.column_rotation": dict(U=TORCH_U, i=0, j=1, t=T(0.5)),
+    # masks
+    "masks.Bernoulli": dict(width=3, retain=0.5),
+    "masks.Bernoulli.sample": dict(self=BERNOULLI, shape=(4,), rng=rng()),
+    "masks.Bernoulli.sample_torch": dict(self=BERNOULLI, shape=(4,), generator=tgen()),
+    "masks.Bernoulli.support_size": dict(self=BERNOULLI),
+    "masks.MaskDistribution.sample": dict(self=BERNOULLI, shape=(4,), rng=rng()),
+    "masks.MaskDistribution.sample_torch": dict(self=BERNOULLI, shape=(4,), generator=tgen()),
+    "masks.MaskDistribution.support_size": dict(self=BERNOULLI),
+    "masks.MaskDistribution.enumerate": dict(self=BERNOULLI),
+    "masks.Blocks": dict(width=4, block_size=2, retain=0.5),
+    "masks.Blocks.sample": dict(self=masks.Blocks(4, 2, 0.5), shape=(4,), rng=rng()),
+    "masks.Blocks.sample_torch": dict(self=masks.Blocks(4, 2, 0.5), shape=(4,), generator=tgen()),
+    "masks.Blocks.support_size": dict(self=masks.Blocks(4, 2, 0.5)),
+    "masks.Finite": dict(patterns=np.array([[1.0, 0.0], [0.0, 1.0]]), probs=np.array([0.5, 0.5])),
+    "masks.Finite.sample": dict(self=masks.Finite(np.eye(2), [0.5, 0.5]), shape=(4,), rng=rng()),
+    "masks.Finite.sample_torch": dict(self=masks.Finite(np.eye(2), [0.5, 0.5]), shape=(4,), generator=tgen()),
+    "masks.Finite.support_size": dict(self=masks.Finite(np.eye(2), [0.5, 0.5])),
+    "masks.sliding_window_retain": dict(seed_probability=0.5, window=3, expansion="keep"),
+    "masks.sliding_window_seed_probability": dict(retain=0.5, window=3, expansion="keep"),
+    "masks.SlidingWindow": dict(width=4, window=3, retain=0.5, expansion="keep"),
+    "masks.SlidingWindow.from_seed_probability": dict(width=4, window=3, seed_probability=0.5, expansion="keep"),
+    "masks.SlidingWindow.sample": dict(self=masks.SlidingWindow(4, 3, 0.5, "keep"), shape=(4,), rng=rng()),
+    "masks.SlidingWindow.sample_torch": dict(self=masks.SlidingWindow(4, 3, 0.5, "keep"), shape=(4,), generator=tgen()),
+    "masks.SlidingWindow.support_size": dict(self=masks.SlidingWindow(4, 3, 0.5, "keep")),
+    # networks
+    "networks.check_moments": dict(moments=MOMENTS),
+    "networks.moments": dict(X=X2, Y=Y1),
+    "networks.shallow_risk": dict(moments=MOMENTS, U=SYM, V=V),
+    "networks.shallow_gradient": dict(moments=MOMENTS, U=SYM, V=V),
+    "networks.shallow_hessian": dict(moments=MOMENTS, U=SYM, V=V),
+    "networks.key_matrix": dict(moments=MOMENTS),
+    "networks.shallow_critical_points": dict(moments=MOMENTS, width=1, C=np.eye(1)),
+    "networks.critical_value": dict(moments=MOMENTS, subset=(0,)),
+    "networks.deep_risk": dict(moments=MOMENTS, layers=LAYERS),
+    "networks.deep_flat_risk": dict(moments=MOMENTS, sizes=[3, 2, 2]),
+    "networks.planted_moments": dict(n0=3, eigenvalues=np.array([2.0, 1.0]), rng=rng()),
+    "networks.balanced_scalar_steps": dict(depth=2, scales=np.array([0.1, 0.2]), step=0.1, sxx=1.0, syx=1.0, level=0.5),
+    # optimize
+    "optimize.value_and_gradient": dict(fun=square, x=np.array([1.0, 2.0])),
+    "optimize.hessian": dict(fun=square, x=np.array([1.0, 2.0])),
+    "optimize.curve_second_derivative": dict(fun=square, curve=lambda t: torch.stack([t, 2 * t]), t=0.5),
+    "optimize.FirstOrderCertificate.require_minimum": dict(self=Fresh(certificate)),
+    "optimize.certify": dict(fun=square, x=np.array([0.0, 0.0])),
+    "optimize.lbfgs": dict(fun=square, x0=np.array([1.0, 2.0]), gtol=1e-8, max_iter=100),
+    "optimize.newton_polish": dict(fun=square, x=np.array([1.0, 2.0]), steps=2),
+    "optimize.minimize": dict(fun=square, x0=np.array([1.0, 2.0]), gtol=1e-8, max_iter=100, newton_steps=2),
+    # plotting
+    "plotting.use_style": dict(),
+    # regression
+    "regression.golden_record": dict(record=RECORD),
+    "regression.write_golden": dict(chapter="page", records=[RECORD], folder=TMP),
+    "regression.read_golden": dict(chapter="deep-linear", folder=Path(dropnb.__file__).parents[1] / "tests" / "golden"),
+    "regression.record_differences": dict(golden=RECORD, record=RECORD),
+    "regression.differences": dict(golden=[RECORD], records=[RECORD]),
+    "regression.compare_folder": dict(records_dir=TMP, chapters=[]),
+    "regression.verdict": dict(chapter="page", problems=[]),
+    # render
+    "render.readable": dict(value=0.123456, digits=3),
+    "render.readable_text": dict(text="1e-3"),
+    "render.plain": dict(text="a $x$"),
+    "render.prose": dict(text="a $x$"),
+    "render.basis_text": dict(basis="rounding"),
+    "render.comparison_text": dict(r=RECORD),
+    "render.is_estimate": dict(r=RECORD),
+    "render.origin_text": dict(r=RECORD),
+    "render.origin_label": dict(r=RECORD),
+    "render.claim_block": dict(record=RECORD),
+    "render.record_list": dict(r=RECORD),
+    "render.claims_table": dict(records=[RECORD]),
+    # rounding
+    "rounding.roundoff_tolerance": dict(operations=100),
+    "rounding.hessian_cutoff": dict(H=SYM),
+    "rounding.deep_regularizer_operations": dict(sizes=[3, 2, 2]),
+    "rounding.certified_linear_value": dict(certificate=Fresh(certificate), M=M, S=S, value=1.0),
+    "rounding.certified_factorization": dict(certificate=Fresh(certificate), U=U, V=V, M=M, value=1.0),
+    "rounding.tied_gradient": dict(M=SYM, U=U, lam=0.5),
+    "rounding.tied_value": dict(M=SYM, U=U, lam=0.5),
+    "rounding.factorization_operations": dict(Y=M, U=U),
+    "rounding.factorization_gradient": dict(Y=M, U=U, V=V, lam=0.5, residual_rounding=1e-12),
+    "rounding.relu_gamma": dict(W1=W1, X=X2, extra=8),
+    "rounding.relu_magnitude": dict(X=X2, W1=W1, W2=W2),
+    "rounding.relu_value": dict(X=X2, Y=Y1, W1=W1, W2=W2, lam=0.1),
+    "rounding.relu_gradient": dict(X=X2, Y=Y1, W1=W1, W2=W2, lam=0.1),
+    # shrinkage
+    "shrinkage.check_spectrum": dict(spectrum=SPECTRUM),
+    "shrinkage.thresholds": dict(spectrum=SPECTRUM, width=2, lam=0.5),
+    "shrinkage.support": dict(spectrum=SPECTRUM, width=2, lam=0.5),
+    "shrinkage.breakpoints": dict(spectrum=SPECTRUM, width=2),
+    "shrinkage.optimal_value": dict(spectrum=SPECTRUM, width=2, lam=0.5),
+    "shrinkage.global_optimum": dict(M=M, width=2, lam=0.5),
+    "shrinkage.tied_optimum": dict(M=SYM, width=2, lam=0.5),
+    # stats
+    "stats.StreamingMean": dict(),
+    "stats.StreamingMean.add": dict(self=Fresh(stats.StreamingMean), samples=np.array([1.0, 2.0])),
+    "stats.streaming_mean": dict(chunks=[np.array([1.0, 2.0]), np.array([3.0])]),
+    "stats.chunk_sizes": dict(total=10, chunk=4),
+    "stats.simultaneous_z": dict(count=10, level=1e-3),
+    "stats.self_normalized_z": dict(differences=np.array([[1.0, -0.5], [0.3, 0.2]]), axis=0),
+    "stats.loss_bias_z": dict(run=Fresh(lambda: engine.Run(steps=np.array([0, 1, 2]), metrics=dict(f=np.ones((3, 1))),
+                                                           kept={}, final={}, losses=np.array([[1.5, 0.5, 1.2]]),
+                                                           taken=2)), name="f"),
+    # structured
+    "structured.ksupport_candidates": dict(a=SPECTRUM, s=2),
+    "structured.support_index": dict(a=SPECTRUM, s=2),
+    "structured.ksupport_squared": dict(a=SPECTRUM, s=2),
+    "structured.spectral_ksupport_squared": dict(A=M, s=2),
+    "structured.ksupport_variational": dict(a=SPECTRUM, s=2),
+    "structured.convex_objective": dict(m=SPECTRUM, a=SPECTRUM / 2, s=2, lam_bar=0.5),
+    "structured.prox": dict(m=SPECTRUM, s=2, lam_bar=0.5),
+    "structured.closed_form_candidates": dict(m=SPECTRUM, s=2, lam_bar=0.5),
+    "structured.closed_form": dict(m=SPECTRUM, s=2, lam_bar=0.5),
+    "structured.dropblock_bound": dict(M=M, S=S, width=4, block_size=2, retain=0.5),
+    "structured.block_norms": dict(U=U, V=V, S=S, block_size=1),
+    "structured.duplicate": dict(U=U, V=V),
+    "structured.balanced_replication": dict(U=U, V=V, S=S, block_size=1, copies=3),
+    # threads
+    "threads.threads_from_environment": dict(),
+    "threads.thread_environment": dict(threads=2),
+    "threads.set_defaults": dict(),
+    # training
+    "training.objective_metrics": dict(M=M, mask=BERNOULLI, S=S),
+    "training.algorithm1": dict(M=M, U0=U[None], V0=V[None], mask=BERNOULLI, lr=0.01, steps=3, generator=tgen(),
+                                input_factor=S, batch_size=2, progress=False),
+    "training.dropconnect_sgd": dict(M=M, U0=U[None], V0=V[None], retain=0.5, lr=0.01, steps=3, generator=tgen(),
+                                     data=np.ones((3, 5)), batch_size=2, progress=False),
+    "training.gradient_descent": dict(M=M, U0=U[None], V0=V[None], mask=BERNOULLI, lr=0.01, steps=3, S=S,
+                                      progress=False),
+    "training.deep_metrics": dict(M=M, lam=0.5, S=S),
+    "training.deep_gradient_descent": dict(M=M, layers0=[W[None] for W in LAYERS], lam=0.5, lr=0.01, steps=3, S=S,
+                                           progress=False),
+})
+
+
+# --- mutations ----------------------------------------------------------------------------------
+PROBABILITIES = {"retain"}
+CHOICES = {"kind", "expansion", "optimizer", "profile", "comparison"}
+
+
+def kind_of(name: str, value) -> str | None:
+    """The kind of an argument, which decides its bad values (None: not mutated)."""
+    if isinstance(value, Fresh):
+        value = value.make()
+    if name in PROBABILITIES:
+        return "probability"
+    if isinstance(value, (bool, np.bool_)):
+        return "flag"
+    if isinstance(value, (int, np.integer)):
+        return "integer"
+    if isinstance(value, (float, np.floating)):
+        return "number"
+    if isinstance(value, torch.Tensor):
+        return "tensor" if value.ndim else "scalar tensor"
+    if isinstance(value, np.ndarray):
+        return "array"
+    if isinstance(value, np.random.Generator):
+        return "rng"
+    if isinstance(value, torch.Generator):
+        return "torch generator"
+    if isinstance(value, str):
+        return "choice" if name in CHOICES else "text"
+    if isinstance(value, masks.MaskDistribution):
+        return "mask"
+    if isinstance(value, engine.Schedule):
+        return "schedule"
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, (np.ndarray, torch.Tensor)) for v in value):
+        return "arrays"
+    if callable(value):
+        return "function"
+    return None
+
+
+def _wider(a):
+    """One more entry along the last axis."""
+    if isinstance(a, torch.Tensor):
+        return torch.cat([a, a[..., :1]], dim=-1)
+    return np.concatenate([a, a[..., :1]], axis=-1)
+
+
+def _other_ndim(a):
+    """One dimension fewer (flattened), or one more for a vector."""
+    return a.reshape(-1)[:, None] if a.ndim <= 1 else a.reshape(-1)
+
+
+def _with_entry(a, entry):
+    b = (a.clone() if isinstance(a, torch.Tensor) else np.array(a, dtype=np.float64)).reshape(-1)
+    b[0] = entry
+    return b.reshape(a.shape)
+
+
+def _complex(a):
+    return a.to(torch.complex128) if isinstance(a, torch.Tensor) else np.asarray(a, dtype=np.complex128) + 1j
+
+
+def _zero_d(a):
+    return torch.tensor(1.0) if isinstance(a, torch.Tensor) else np.array(1.0)
+
+
+def _empty(a):
+    return a[..., :0] if a.ndim else a.reshape(0)
+
+
+NUMBER = dict(nan=np.nan, inf=np.inf, minus_inf=-np.inf, complex=1 + 1j, string="1", bool=True)
+ARRAY = dict(nan=lambda a: _with_entry(a, np.nan), inf=lambda a: _with_entry(a, np.inf), complex=_complex,
+             string=lambda a: "1", zero_d=_zero_d, empty=_empty, wider=_wider, other_ndim=_other_ndim)
+MUTATIONS = {
+    "number": NUMBER,
+    "probability": {**NUMBER, "zero": 0.0, "above_one": 1.5, "negative": -0.5, "one": 1.0},
+    "integer": dict(bool=True, string="3", negative=-1, nan=np.nan, float=2.5, complex=2 + 0j, zero_d=np.array(3)),
+    "flag": dict(string="yes", none=None),
+    "array": ARRAY,
+    "tensor": ARRAY,
+    "scalar tensor": dict(nan=torch.tensor(np.nan), inf=torch.tensor(np.inf), complex=torch.tensor(0.5 + 1j),
+                          string="0.5", bool=torch.tensor(True)),
+    "rng": dict(none=None, seed=0),
+    "torch generator": dict(none=None, seed=0),
+    "choice": dict(unknown="nonsense", integer=3),
+    "text": dict(integer=3),
+    "mask": dict(none=None, string="bernoulli"),
+    "schedule": dict(none=None, number=np.nan),
+    "function": dict(none=None),
+    "arrays": dict(nan=lambda a: [_with_entry(a[0], np.nan), *a[1:]], complex=lambda a: [_complex(a[0]), *a[1:]],
+                   string=lambda a: "layers", empty=lambda a: [], one=lambda a: [a[0]],
+                   wider=lambda a: [a[0], _wider(a[1]), *a[2:]]),
+}
+
+# (function, argument, mutation) → why the function accepts that value ("*": any function, any mutation).
+ACCEPTED = {
+    ("*", "retain", "one"): "θ = 1 (keep every unit: no dropout) is a valid retain probability",
+    ("data.matrix_with_spectrum", "spectrum", "empty"): "no singular values: the zero matrix",
+    ("homogeneous.direction", "angle", "zero_d"): "one angle gives one direction",
+    ("homogeneous.polar_curve", "angles", "zero_d"): "one angle gives one value",
+    ("linear.flat_objective", "mask", "none"): "mask is optional: None means Bernoulli dropout of weight lam",
+    ("stats.self_normalized_z", "differences", "zero_d"): "a single difference d gives d/|d|",
+    ("stats.self_normalized_z", "axis", "negative"): "numpy axes count from the end",
+    ("stats.streaming_mean", "chunks", "one"): "a single chunk is a valid stream",
+    ("stats.streaming_mean", "chunks", "empty"): "no chunk: an empty estimate (its mean then refuses)",
+    ("render.readable", "value", "nan"): "a renderer shows every real number: NaN reads 'NaN'",
+    ("render.readable", "value", "inf"): "a renderer shows every real number: ∞ reads '∞'",
+    ("render.readable", "value", "minus_inf"): "a renderer shows every real number: −∞ reads '−∞'",
+    ("engine.to_numpy", "a", "nan"): "a conversion helper: a diverged metric is recorded as it is",
+    ("engine.to_numpy", "a", "inf"): "a conversion helper: a diverged metric is recorded as it is",
+    ("engine.to_numpy", "a", "zero_d"): "a conversion helper: any shape",
+    ("engine.to_numpy", "a", "empty"): "a conversion helper: any shape",
+    ("engine.to_numpy", "a", "wider"): "a conversion helper: any shape",
+    ("engine.to_numpy", "a", "other_ndim"): "a conversion helper: any shape",
+    ("config.Config.pick", "quick", "*"): "pick returns one of its arguments, which may be anything",
+    ("config.Config.pick", "book", "*"): "pick returns one of its arguments, which may be anything",
+    ("config.Config.pick", "full", "*"): "pick returns one of its arguments, which may be anything",
+}
+for _entry, _names in {
+    "homogeneous.direction": ["angle"], "homogeneous.polar_curve": ["angles"],
+}.items():
+    for _name in _names:
+        ACCEPTED[(_entry, _name, "empty")] = "angles of any shape, none included"
+        ACCEPTED[(_entry, _name, "other_ndim")] = "angles of any shape"
+        ACCEPTED[(_entry, _name, "wider")] = "angles of any shape"
+# A 1-d array where a one-row matrix is expected (scalar outputs), or the reverse, is read as the same data.
+for _entry, _name in [("homogeneous.duality_gap_certificate", "Y"), ("homogeneous.duality_gap_certificate", "Z"),
+                      ("homogeneous.induced_regularizer", "z"), ("homogeneous.polar", "G"),
+                      ("homogeneous.polar_curve", "G"), ("homogeneous.sector_reference", "y"),
+                      ("stats.StreamingMean.add", "samples"), ("stats.self_normalized_z", "differences")]:
+    ACCEPTED[(_entry, _name, "other_ndim")] = "the same numbers in another layout are read as the same data"
+# One more column, where that dimension is free (samples, width, a vector's length, a map's shape).
+WIDER = {
+    "samples or columns of data": ["data.second_moment:factor", "features.features:X", "features.spread_targets:onehot",
+                                   "training.dropconnect_sgd:data", "homogeneous.arcs:X", "homogeneous.breakpoint_angles:X",
+                                   "homogeneous.dropout_penalty:X", "homogeneous.flat_path:X", "homogeneous.hidden:X",
+                                   "homogeneous.outputs:X", "homogeneous.relu_dictionary:X", "homogeneous.unit_outputs:X",
+                                   "rounding.relu_gamma:X", "stats.StreamingMean.add:samples",
+                                   "stats.self_normalized_z:differences", "engine.check_checkpoints:checkpoints",
+                                   "deep.sampled_regularizer:input_factor", "landscape.critical_point_search:starts",
+                                   "homogeneous.largest_gap:angles", "rounding.relu_magnitude:X",
+                                   "rounding.factorization_operations:Y", "stats.streaming_mean:chunks",
+                                   "networks.balanced_scalar_steps:scales", "networks.planted_moments:eigenvalues"],
+    "a matrix of any shape": ["deep.balanced_implementation:W", "equalizer.equalized_factors:P",
+                              "factorization.balanced_factors:Z", "factorization.flat_objective:Y",
+                              "factorization.optimal_factors:Y", "factorization.singular_value_threshold:Y",
+                              "factorization.top_singular_triple:R", "shrinkage.global_optimum:M",
+                              "structured.spectral_ksupport_squared:A"],
+    "a vector of any length": ["deep.rank_one_implementation:u", "deep.rank_one_implementation:v",
+                               "structured.ksupport_candidates:a", "structured.ksupport_squared:a",
+                               "structured.ksupport_variational:a", "structured.support_index:a", "structured.prox:m",
+                               "optimize.lbfgs:x0", "optimize.minimize:x0", "optimize.value_and_gradient:x",
+                               "optimize.hessian:x", "optimize.certify:x", "optimize.newton_polish:x",
+                               "checks.vector:value", "checks.real_array:value", "checks.matrix:value",
+                               "checks.tensor:value"],
+    "a network of any width r": ["equalizer.equalizer:U", "linear.column_rotation:U", "homogeneous.hidden:W1",
+                                 "landscape.tied_gradient:U", "landscape.tied_hessian:U", "landscape.tied_objective:U",
+                                 "rounding.tied_gradient:U", "rounding.tied_value:U", "masks.Finite:patterns",
+                                 "rounding.relu_gamma:W1", "rounding.factorization_operations:U"],
+}
+for _reason, _pairs in WIDER.items():
+    for _pair in _pairs:
+        _entry, _name = _pair.split(":")
+        ACCEPTED[(_entry, _name, "wider")] = _reason
+# The validators of dropnb.checks: ``name`` and the words of the requirement are labels put into the
+# message (any object formats), and a bad ``value`` is reported under that label.
+for _entry in [e for e in EXAMPLES if e.startswith("checks.")]:
+    for _name in ("name", "requirement", "what", "options"):
+        if _name in EXAMPLES[_entry]:
+            ACCEPTED[(_entry, _name, "*")] = "a label written into the message"
+ACCEPTED[("checks.weights", "value", "zero_d")] = "a 0-d array is one number, the same weight for all"
+ACCEPTED[("checks.error", "value", "*")] = "error formats any value into the message"
+ACCEPTED[("checks.environment_integer", "default", "*")] = "the caller's default, returned as given"
+ACCEPTED[("checks.real_array", "value", "nan")] = "real_array checks the type only; matrix checks finiteness"
+ACCEPTED[("checks.real_array", "value", "inf")] = "real_array checks the type only; matrix checks finiteness"
+for _mutation in ("zero_d", "empty", "other_ndim"):
+    ACCEPTED[("checks.real_array", "value", _mutation)] = "real_array checks the type only, any shape"
+
+
+
+# Functions that set process-wide state (thread counts, environment, matplotlib style): called with
+# that state restored afterwards, so that this test leaves the session as it found it.
+GLOBAL_STATE = {"config.configure_threads", "threads.set_defaults", "plotting.use_style"}
+
+
+@contextlib.contextmanager
+def restored_global_state():
+    import matplotlib as mpl
+    import threadpoolctl
+
+    threads, environment = torch.get_num_threads(), dict(os.environ)
+    with threadpoolctl.threadpool_limits(limits=None), mpl.rc_context():
+        try:
+            yield
+        finally:
+            torch.set_num_threads(threads)
+            os.environ.clear()
+            os.environ.update(environment)
+
+
+def arguments(kwargs: dict) -> dict:
+    return {name: value.make() if isinstance(value, Fresh) else value for name, value in kwargs.items()}
+
+
+def call(entry: str, kwargs: dict):
+    module, name, *method = entry.split(".")
+    target = getattr(importlib.import_module(f"dropnb.{module}"), name)
+    kwargs = arguments(kwargs)
+    if method:
+        target = getattr(kwargs.pop("self") if "self" in kwargs else target, method[0])
+    if entry in GLOBAL_STATE:
+        with restored_global_state():
+            return target(**kwargs)
+    return target(**kwargs)
+
+
+def mutated_calls(entry: str):
+    """(argument, mutation, the example with that argument replaced) for every bad value."""
+    for name, value in EXAMPLES[entry].items():
+        kind = None if name == "self" else kind_of(name, value)
+        for mutation, bad in MUTATIONS.get(kind, {}).items():
+            if callable(bad) and kind in ("array", "tensor", "arrays"):
+                original = value.make() if isinstance(value, Fresh) else value
+                bad = bad(original)
+            yield name, mutation, {**EXAMPLES[entry], name: bad}
+
+
+def accepted_reason(entry: str, name: str, mutation: str) -> str | None:
+    return (ACCEPTED.get((entry, name, mutation)) or ACCEPTED.get(("*", name, mutation))
+            or ACCEPTED.get((entry, name, "*")))
+
+
+def label(entry: str, name: str, kwargs: dict) -> str:
+    """The name the message must hold: the argument's, or for a validator of dropnb.checks the label
+    it was given for its value."""
+    if entry.startswith("checks.") and name == "value":
+        return kwargs.get("name", "value")
+    return name
+
+
+def names_argument(message: str, name: str) -> bool:
+    return re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", message) is not None
+
+
+def check_bad_input(entry: str) -> list[str]:
+    """The problems of one function with bad input (empty: every bad value refused or listed)."""
+    problems = []
+    for name, mutation, kwargs in mutated_calls(entry):
+        reason = accepted_reason(entry, name, mutation)
+        try:
+            call(entry, kwargs)
+        except (ValueError, TypeError) as error:
+            if reason:
+                problems.append(f"{name} {mutation}: listed as accepted ({reason}) but refused: {error}")
+            elif not names_argument(str(error), label(entry, name, kwargs)):
+                problems.append(f"{name} {mutation}: the message does not name {name!r}: {type(error).__name__}: {error}")
+        except Exception as error:  # noqa: BLE001 - any other exception is a finding
+            problems.append(f"{name} {mutation}: {type(error).__name__} (not ValueError/TypeError): {error}")
+        else:
+            if not reason:
+                problems.append(f"{name} {mutation}: accepted")
+    return problems
+
+
+ENTRIES = sorted(EXAMPLES)
+
+
+def test_every_public_function_has_an_example():
+    entries = set(public_entries())
+    missing = sorted(entries - set(EXAMPLES) - set(OUT_OF_SCOPE))
+    assert not missing, f"public functions without an example in EXAMPLES (add one, or list them in OUT_OF_SCOPE): {missing}"
+    stale = sorted((set(EXAMPLES) | set(OUT_OF_SCOPE)) - entries)
+    assert not stale, f"EXAMPLES or OUT_OF_SCOPE name functions that are gone: {stale}"
+
+
+def test_accepted_entries_name_real_mutations():
+    kinds = {mutation for table in MUTATIONS.values() for mutation in table}
+    for (entry, name, mutation), reason in ACCEPTED.items():
+        assert entry == "*" or name in EXAMPLES[entry], (entry, name)
+        assert (mutation in kinds or mutation == "*") and reason
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_the_example_is_valid(entry):
+    call(entry, EXAMPLES[entry])
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_bad_input_is_refused_with_the_argument_named(entry):
+    problems = check_bad_input(entry)
+    assert not problems, f"{entry}:\n" + "\n".join(problems)
