@@ -6,6 +6,7 @@ from statistics import NormalDist
 from typing import Iterable
 
 import numpy as np
+from scipy.stats import beta
 
 from . import checks
 
@@ -72,6 +73,20 @@ def simultaneous_z(count: int, level: float = 1e-6) -> float:
     count = checks.integer(count, "count")
     level = checks.number(level, "level", minimum=0, maximum=1, open_minimum=True, open_maximum=True)
     return NormalDist().inv_cdf(1 - level / (2 * count))
+
+
+def binomial_upper(successes: int, trials: int, level: float) -> float:
+    """One-sided Clopper–Pearson upper confidence bound on the probability p of a Binomial(n, p)
+    count observed at k = ``successes`` of n = ``trials``: the p with P(Bin(n, p) ≤ k) = ``level``,
+    the (1 − level) quantile of Beta(k + 1, n − k); 1 when k = n (for k = 0, 1 − level^{1/n})."""
+    trials = checks.integer(trials, "trials", minimum=1)
+    successes = checks.integer(successes, "successes", minimum=0)
+    if successes > trials:
+        raise ValueError(f"successes must be at most trials = {trials}, got {successes}")
+    level = checks.number(level, "level", minimum=0, maximum=1, open_minimum=True, open_maximum=True)
+    if successes == trials:
+        return 1.0
+    return float(beta.ppf(1 - level, successes + 1, trials - successes))
 
 
 def self_normalized_z(differences, axis: int | None = None) -> np.ndarray | float:

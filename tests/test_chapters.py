@@ -164,6 +164,16 @@ PLANTED_BUGS = {
         "L.tied_gradient = lambda M, U, lam: 4 * (U @ U.T - M) @ U + 2 * lam * U * np.sum(U**2, axis=0)",
         "landscape-dropout.toy.minimum",
     ),
+    "the critical-point search returns its starts instead of its end points": (
+        "landscape-dropout-toy",
+        "import numpy as np, dropnb.landscape as L\n"
+        "_search = L.critical_point_search\n"
+        "def _returns_starts(gradient, hessian, starts, gtol):\n"
+        "    found = _search(gradient, hessian, starts, gtol)\n"
+        "    return [np.asarray(x0, dtype=float) for x0 in np.asarray(starts)[:len(found)]]\n"
+        "L.critical_point_search = _returns_starts",
+        "landscape-dropout.toy.search.no-other",
+    ),
     "the curvature term of the shallow Hessian without its factor 2": (
         "landscape-networks",
         "import numpy as np, dropnb.networks as N\n"

@@ -43,3 +43,20 @@ def test_loss_bias_z_of_an_unbiased_and_a_biased_loss():
     assert stats.loss_bias_z(biased, "f") > 5
     with pytest.raises(ValueError, match="losses"):
         stats.loss_bias_z(SimpleNamespace(steps=steps, losses=None, metrics={"f": metric}), "f")
+
+
+def test_binomial_upper_is_the_clopper_pearson_bound():
+    from scipy.stats import binom
+
+    assert stats.binomial_upper(0, 100, 1e-3) == pytest.approx(1 - 1e-3 ** (1 / 100), rel=1e-12)
+    assert stats.binomial_upper(5, 5, 0.05) == 1.0
+    for k, n in ((1, 10), (7, 40), (0, 3)):
+        p = stats.binomial_upper(k, n, 0.01)
+        assert binom.cdf(k, n, p) == pytest.approx(0.01, rel=1e-8)
+
+
+def test_binomial_upper_rejects_bad_counts():
+    with pytest.raises(ValueError, match="successes"):
+        stats.binomial_upper(6, 5, 0.05)
+    with pytest.raises(ValueError, match="level"):
+        stats.binomial_upper(1, 5, 0.0)
