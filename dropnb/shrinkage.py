@@ -120,3 +120,42 @@ def tied_optimum(M, width: int, lam: float) -> Optimum:
     if values[-1] < -1e-12 * max(1.0, abs(values[0])):
         raise ValueError(f"M must be positive semidefinite for the tied problem (smallest eigenvalue {values[-1]:.3g})")
     return _optimum(vectors, np.maximum(values, 0.0), vectors, r, lam)
+
+
+def reduced_value(spectrum, width: int, lam: float, point) -> float:
+    """Φ(σ̄) = Σ_{i≤r}(σᵢ − σ̄ᵢ)² + Σ_{i>r}σᵢ² + (λ/r)(Σᵢσ̄ᵢ)² at σ̄ = ``point`` ∈ ℝʳ₊ (σ zero-padded
+    to length r): the reduced objective whose minimum over ℝʳ₊ is the minimum of the dropout
+    objective (von Neumann's trace inequality and the Cauchy–Schwarz bound)."""
+    s, r, lam = check_spectrum(spectrum), checks.integer(width, "width"), checks.nonnegative(lam, "lam")
+    x = checks.matrix(point, "point", ndim=1)
+    if x.shape != (r,) or np.any(x < 0):
+        raise ValueError(f"point must be a non-negative vector of length width = {r}, got shape {x.shape}")
+    padded = _padded(s, r)
+    return float(np.sum((padded[:r] - x) ** 2) + np.sum(padded[r:] ** 2) + lam / r * np.sum(x) ** 2)
+
+
+def reduced_lower_bound(spectrum, width: int, lam: float, point) -> float:
+    """A proved lower bound on min Φ over ℝʳ₊ (Φ of :func:`reduced_value`), hence on the minimum of
+    the dropout objective, from any σ̄ = ``point`` ∈ ℝʳ₊ (an optimizer's end point, say):
+
+        min Φ ≥ max_k [Φ(x_k) − ‖s_k‖²/4],
+
+    x_k the point with its entries below the k largest set to 0 (k = 0, …, r), s_k the element of
+    least norm of ∇Φ(x_k) + N(x_k) (N the normal cone of ℝʳ₊: sᵢ = ∂ᵢΦ where xᵢ > 0 and
+    min(∂ᵢΦ, 0) where xᵢ = 0), ∇Φ(x) = −2(σ − x) + (2λ/r)(Σx)𝟏. Φ is 2-strongly convex
+    (∇²Φ = 2I + (2λ/r)𝟏𝟏ᵀ ⪰ 2I), so Φ(y) ≥ Φ(x) + ⟨s, y − x⟩ + ‖y − x‖² ≥ Φ(x) − ‖s‖²/4 on ℝʳ₊.
+    Exact arithmetic; the caller adds the rounding of the evaluation."""
+    s, r, lam = check_spectrum(spectrum), checks.integer(width, "width"), checks.nonnegative(lam, "lam")
+    x = checks.matrix(point, "point", ndim=1)
+    if x.shape != (r,) or np.any(x < 0):
+        raise ValueError(f"point must be a non-negative vector of length width = {r}, got shape {x.shape}")
+    head = _padded(s, r)[:r]
+    order = np.argsort(-x, kind="stable")
+    best = -np.inf
+    for k in range(r + 1):
+        x_k = np.zeros(r)
+        x_k[order[:k]] = x[order[:k]]
+        gradient = -2 * (head - x_k) + 2 * lam / r * np.sum(x_k)
+        least = np.where(x_k > 0, gradient, np.minimum(gradient, 0.0))
+        best = max(best, reduced_value(s, r, lam, x_k) - float(least @ least) / 4)
+    return best

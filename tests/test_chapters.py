@@ -78,6 +78,12 @@ PLANTED_BUGS = {
         "L.objective_gradient = _buggy_gradient",
         "regularizer.alg1.expected-direction.theta-0.5",
     ),
+    "the path norm summed over |uⱼᵢvₖᵢ| instead of the squares": (
+        "regularizer",
+        "import numpy as np, dropnb.linear as L\n"
+        "L.path_norm_squared = lambda U, V: float(np.sum(np.abs(U[:, :, None] * V.T[None, :, :])))",
+        "regularizer.path-norm",
+    ),
     "the printed thresholds 1 + λj of Algorithm 3": (
         "equalization",
         "import numpy as np, dropnb.shrinkage as S\n"
@@ -85,7 +91,7 @@ PLANTED_BUGS = {
         "    s = np.concatenate([spectrum, np.zeros(width)])[:width]\n"
         "    return lam * np.cumsum(s) / (1 + lam * np.arange(1, width + 1))\n"
         "S.thresholds = _printed_thresholds",
-        "equalization.tied.value-lam-2",
+        "equalization.lemma-a2.sherman-morrison",
     ),
     "an unnormalised sum of eigenvectors in the equalizer": (
         "equalization",
@@ -99,6 +105,26 @@ PLANTED_BUGS = {
         "import numpy as np, dropnb.equalizer as E\n"
         "E.importance_scores = lambda U, V: np.sum(np.asarray(U)**2, axis=-2) * np.sum(np.asarray(V)**2, axis=-2)",
         "equalization.optimum.rho-below-r.scores",
+    ),
+    "the tail Σ_{i>ρ}σᵢ² left out of f*": (
+        "equalization",
+        "import numpy as np, dropnb.shrinkage as S\n"
+        "def _headless_value(spectrum, width, lam):\n"
+        "    rho, _ = S.support(spectrum, width, lam)\n"
+        "    return float(lam * np.sum(spectrum[:rho]) ** 2 / (width + lam * rho))\n"
+        "S.optimal_value = _headless_value",
+        "equalization.tied.value-lam-0.05",
+    ),
+    "the spectrum shrunk by 2τ in the assembled optimum": (
+        "equalization-beyond",
+        "import dataclasses, dropnb.shrinkage as S\n"
+        "_assemble = S._optimum\n"
+        "def _double_shrink(W, s, Y, width, lam):\n"
+        "    o = _assemble(W, s, Y, width, lam)\n"
+        "    k = o.rank\n"
+        "    return dataclasses.replace(o, product=(W[:, :k] * (s[:k] - 2 * o.threshold)) @ Y[:, :k].T)\n"
+        "S._optimum = _double_shrink",
+        "equalization.phase.eckart-young",
     ),
     "the dropout penalty halved in the objective tracked during training": (
         "equalization-training",

@@ -124,3 +124,26 @@ def test_tied_optimum_rejects_bad_targets(M, match):
 def test_bad_input_raises_naming_the_argument(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+@settings(max_examples=60, deadline=None)
+@given(spectra, st.integers(1, 6), st.floats(0.0, 10.0), st.integers(0, 2**31 - 1))
+def test_reduced_lower_bound_is_below_the_minimum_and_tight_at_it(s, r, lam, seed):
+    """Φ(x) − ‖s‖²/4 never exceeds f* at any point x ≥ 0, and equals f* at the optimum's σ̄."""
+    rng = np.random.default_rng(seed)
+    f_star = shrinkage.optimal_value(s, r, lam)
+    scale = 1.0 + np.sum(s**2)
+    point = rng.exponential(1.0, r) * rng.integers(0, 2, r)
+    assert shrinkage.reduced_lower_bound(s, r, lam, point) <= f_star + 1e-12 * scale
+    rho, tau = shrinkage.support(s, r, lam)
+    optimum = np.zeros(r)
+    optimum[:rho] = s[:rho] - tau
+    assert shrinkage.reduced_value(s, r, lam, optimum) == pytest.approx(f_star, abs=1e-12 * scale)
+    assert shrinkage.reduced_lower_bound(s, r, lam, optimum) == pytest.approx(f_star, abs=1e-12 * scale)
+
+
+def test_reduced_lower_bound_rejects_bad_points():
+    with pytest.raises(ValueError, match="point"):
+        shrinkage.reduced_lower_bound(np.array([2.0, 1.0]), 2, 0.5, np.array([1.0, -1.0]))
+    with pytest.raises(ValueError, match="point"):
+        shrinkage.reduced_value(np.array([2.0, 1.0]), 2, 0.5, np.array([1.0]))
