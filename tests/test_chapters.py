@@ -167,6 +167,19 @@ PLANTED_BUGS = {
         "T.block_norms = lambda U, V, S, block_size: _block_norms(U, V, None, block_size)",
         "structured.lemma21.enumeration",
     ),
+    "duplication that divides only U by √2 (Lemma 2.2 changes the map)": (
+        "structured",
+        "import numpy as np, dropnb.structured as T\n"
+        "T.duplicate = lambda U, V: (np.hstack([U, U]) / np.sqrt(2), np.hstack([V, V]))",
+        "structured.lemma22.halving",
+    ),
+    "the width-r dropout minimum without its rank-r truncation": (
+        "structured-masks",
+        "import dropnb.shrinkage as H\n"
+        "_optimal_value = H.optimal_value\n"
+        "H.optimal_value = lambda spectrum, width, lam: _optimal_value(spectrum, len(spectrum), lam * len(spectrum) / width)",
+        "structured.proposition33.width-hypothesis",
+    ),
     "the factor 2 of 2U Diag(uᵢᵀdᵢ) missing in the tied Hessian": (
         "landscape-dropout",
         "import numpy as np, dropnb.landscape as L\n"
