@@ -128,6 +128,15 @@ PLANTED_BUGS = {
         "D.batched_sub_regularizers = _buggy_sub",
         "deep-linear.prop8.three-ways.3-2-3-2-2",
     ),
+    "deep dropout SGD draws one mask per input for all hidden units instead of one per unit": (
+        "deep-linear-training",
+        "import torch\n"
+        "_rand = torch.rand\n"
+        "def _shared_rand(size, *args, **kwargs):\n"
+        "    return _rand((*size[:-1], 1), *args, **kwargs).expand(*size)\n"
+        "torch.rand = _shared_rand",
+        "deep-linear.figure32.small-start-stalls",
+    ),
     "the printed rule ρ* = argmax of (11) in the s-support norm": (
         "structured",
         "import dropnb.structured as T\n"
