@@ -128,13 +128,11 @@ PLANTED_BUGS = {
         "D.batched_sub_regularizers = _buggy_sub",
         "deep-linear.prop8.three-ways.3-2-3-2-2",
     ),
-    "deep dropout SGD draws one mask per input for all hidden units instead of one per unit": (
+    "a step-size schedule in stages that keeps its first step size": (
         "deep-linear-training",
-        "import torch\n"
-        "_rand = torch.rand\n"
-        "def _shared_rand(size, *args, **kwargs):\n"
-        "    return _rand((*size[:-1], 1), *args, **kwargs).expand(*size)\n"
-        "torch.rand = _shared_rand",
+        "import dropnb.engine as E\n"
+        "E.Schedule.stages = classmethod(lambda cls, pairs, name='schedule': cls.constant(\n"
+        "    list(pairs)[0][0], sum(n for _, n in pairs)))",
         "deep-linear.figure32.small-start-stalls",
     ),
     "the printed rule ρ* = argmax of (11) in the s-support norm": (
