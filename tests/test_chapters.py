@@ -144,6 +144,24 @@ PLANTED_BUGS = {
         "_deep.batched_regularizer = _shifted",
         "deep-linear.lemma8.conjugate",
     ),
+    "the training metrics take the singular values of the map without its last layer": (
+        "deep-linear-training",
+        "import torch, dropnb.training as _training\n"
+        "_metrics = _training.deep_metrics\n"
+        "def _short_metrics(M, lam, S=None):\n"
+        "    inner = _metrics(M, lam, S)\n"
+        "    def metrics(state):\n"
+        "        out = dict(inner(state))\n"
+        "        layers = [state[f'W{i + 1}'].double() for i in range(len(state))]\n"
+        "        product = layers[0]\n"
+        "        for W in layers[1:-1]:\n"
+        "            product = W @ product\n"
+        "        out['singular_values'] = torch.linalg.svdvals(product)\n"
+        "        return out\n"
+        "    return metrics\n"
+        "_training.deep_metrics = _short_metrics",
+        "deep-linear.figure33.gap-falls",
+    ),
     "a step-size schedule in stages that keeps its first step size": (
         "deep-linear-training",
         "import dropnb.engine as E\n"
