@@ -333,3 +333,71 @@ def deep_gradient_descent(
     return train(layers, lambda state, _: deep._batched_objective(M_t, _layers(state), lam_t, C_t),
                  Schedule.of(lr, steps), checkpoints=checkpoints, metrics=metrics, progress=progress,
                  description="deep gradient descent")
+
+
+def deep_dropout_sgd(
+    M: np.ndarray,
+    layers0: list[np.ndarray],
+    lam,
+    lr,
+    steps: int | None,
+    generator: torch.Generator,
+    batch_size: int = 1,
+    input_factor: np.ndarray | None = None,
+    checkpoints: np.ndarray | None = None,
+    metrics: Metrics | None = None,
+    progress: bool = True,
+) -> Run:
+    """Dropout SGD on R deep linear networks at once, with dropout on every hidden layer.
+
+    Each step draws, for every run, B = ``batch_size`` inputs x = Az (z ~ N(0, I), A =
+    ``input_factor``, I if omitted) and, per input and hidden unit, a mask bᵢ ~ Bernoulli(θ) with
+    θ = 1/(1 + λ) of its run; it forms the thinned output ŷ = W_{k+1}D_kW_k⋯D₁W₁x, Dᵢ = diag(bᵢ)/θ,
+    the minibatch loss (1/B) Σ ‖Mx − ŷ‖² and updates Wᵢ ← Wᵢ − ηₜ∇_{Wᵢ} of that loss
+    (:func:`dropnb.engine.train`). The minibatch loss and its gradient are unbiased for the exact
+    objective tr((M − W)S(M − W)ᵀ) + R of :func:`deep_gradient_descent` (S = AAᵀ) and its gradient,
+    so the expected step is the step of :func:`deep_gradient_descent`. ``layers0``: (R, dᵢ, dᵢ₋₁)
+    each; ``lam``: one number or one per run. Runs on the generator's device (float32 on a GPU).
+    """
+    M = np.asarray(M, dtype=np.float64)
+    layers0 = [np.asarray(W, dtype=np.float64) for W in layers0]
+    if len(layers0) < 2 or any(W.ndim != 3 or W.shape[0] != layers0[0].shape[0] for W in layers0):
+        raise ValueError("layers0 must hold at least two arrays of shape (R, dᵢ, dᵢ₋₁) with a common R")
+    try:
+        deep.check_layers([W[0] for W in layers0])
+    except ValueError as error:
+        raise ValueError(f"layers0 do not chain: {error}") from None
+    if (layers0[-1].shape[1], layers0[0].shape[2]) != M.shape or not np.all(np.isfinite(M)):
+        raise ValueError(f"M must be a finite {layers0[-1].shape[1]}×{layers0[0].shape[2]} matrix, got shape {M.shape}")
+    runs = layers0[0].shape[0]
+    lam = checks.weights(lam, "lam", (runs,)).copy()
+    device = generator.device
+    dtype = _dtype(device)
+    tensor = lambda a: torch.as_tensor(a, device=device, dtype=dtype)  # noqa: E731
+    batch_size = checks.integer(batch_size, "batch_size")
+    A_T = None if input_factor is None else tensor(checks.matrix(input_factor, "input_factor").T)
+    if A_T is not None and A_T.shape[1] != M.shape[1]:
+        raise ValueError(f"input_factor must have {M.shape[1]} rows, got shape {tuple(A_T.T.shape)}")
+    Mt_T, retain = tensor(M.T), tensor(1 / (1 + lam))[:, None, None]
+    widths = [W.shape[1] for W in layers0[:-1]]
+    d0 = M.shape[1] if A_T is None else A_T.shape[0]
+
+    def batch(t: int) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        # Random numbers are drawn in float32 (half the cost of float64 draws on a CPU) and cast.
+        z = torch.randn((runs, batch_size, d0), generator=generator, device=device, dtype=torch.float32).to(dtype)
+        uniform = torch.rand((runs, batch_size, sum(widths)), generator=generator, device=device, dtype=torch.float32)
+        masks = (uniform.to(dtype) < retain) / retain
+        return (z if A_T is None else z @ A_T), masks.split(widths, dim=2)
+
+    def loss(state: State, drawn) -> torch.Tensor:
+        x, masks = drawn
+        layers = _layers(state)
+        h = x
+        for W, mask in zip(layers[:-1], masks):
+            h = torch.bmm(h, W.transpose(1, 2)) * mask
+        error = torch.bmm(h, layers[-1].transpose(1, 2)) - x @ Mt_T
+        return (error**2).sum(dim=2).mean(dim=1)
+
+    parameters = {f"W{i + 1}": tensor(W) for i, W in enumerate(layers0)}
+    return train(parameters, loss, Schedule.of(lr, steps), data=batch, checkpoints=checkpoints, metrics=metrics,
+                 progress=progress, description="deep dropout SGD")

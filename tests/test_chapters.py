@@ -154,6 +154,47 @@ PLANTED_BUGS = {
         "D.batched_sub_regularizers = _buggy_sub",
         "deep-linear.prop8.three-ways.3-2-3-2-2",
     ),
+    "the cheap regularizer drops the input layer's units instead of the last hidden layer's": (
+        "deep-linear",
+        "import torch, dropnb.deep as _deep\n"
+        "def _shifted(layers, lam, S=None):\n"
+        "    first = layers[0]\n"
+        "    P = torch.eye(first.shape[-1], dtype=first.dtype) if S is None else S\n"
+        "    lam = torch.as_tensor(lam, dtype=first.dtype)[..., None]\n"
+        "    for W in layers[:-1]:\n"
+        "        P = P + torch.diag_embed(lam * torch.diagonal(P, dim1=-2, dim2=-1))\n"
+        "        P = W @ P @ W.transpose(-1, -2)\n"
+        "    out, product = layers[-1], _deep._product(layers)\n"
+        "    SW = product.transpose(-1, -2) if S is None else S @ product.transpose(-1, -2)\n"
+        "    return ((out @ P) * out).sum((-2, -1)) - (product * SW.transpose(-1, -2)).sum((-2, -1))\n"
+        "_deep.batched_regularizer = _shifted",
+        "deep-linear.lemma8.conjugate",
+    ),
+    "the training metrics take the singular values of the map without its last layer": (
+        "deep-linear-training",
+        "import torch, dropnb.training as _training\n"
+        "_metrics = _training.deep_metrics\n"
+        "def _short_metrics(M, lam, S=None):\n"
+        "    inner = _metrics(M, lam, S)\n"
+        "    def metrics(state):\n"
+        "        out = dict(inner(state))\n"
+        "        layers = [state[f'W{i + 1}'].double() for i in range(len(state))]\n"
+        "        product = layers[0]\n"
+        "        for W in layers[1:-1]:\n"
+        "            product = W @ product\n"
+        "        out['singular_values'] = torch.linalg.svdvals(product)\n"
+        "        return out\n"
+        "    return metrics\n"
+        "_training.deep_metrics = _short_metrics",
+        "deep-linear.figure33.gap-falls",
+    ),
+    "a step-size schedule in stages that keeps its first step size": (
+        "deep-linear-training",
+        "import dropnb.engine as E\n"
+        "E.Schedule.stages = classmethod(lambda cls, pairs, name='schedule': cls.constant(\n"
+        "    list(pairs)[0][0], sum(n for _, n in pairs)))",
+        "deep-linear.figure32.small-start-stalls",
+    ),
     "the printed rule ρ* = argmax of (11) in the s-support norm": (
         "structured",
         "import dropnb.structured as T\n"
