@@ -293,6 +293,23 @@ def _layers(state: State) -> list:
     return [state[f"W{i + 1}"] for i in range(len(state))]
 
 
+def _check_deep_start(M, layers0) -> tuple[np.ndarray, list[np.ndarray]]:
+    """M and the R runs' initial layers (R, dᵢ, dᵢ₋₁), checked to be finite, real and to chain."""
+    M = checks.matrix(M, "M")
+    if not isinstance(layers0, (list, tuple)):
+        raise ValueError(f"layers0 must be a list of arrays of shape (R, dᵢ, dᵢ₋₁), got a {type(layers0).__name__}")
+    layers0 = [checks.matrix(W, f"layers0[{i}]", ndim=3) for i, W in enumerate(layers0)]
+    if len(layers0) < 2 or any(W.shape[0] != layers0[0].shape[0] for W in layers0):
+        raise ValueError("layers0 must hold at least two arrays of shape (R, dᵢ, dᵢ₋₁) with a common R")
+    try:
+        deep.check_layers([W[0] for W in layers0])
+    except ValueError as error:
+        raise ValueError(f"layers0 do not chain: {error}") from None
+    if (layers0[-1].shape[1], layers0[0].shape[2]) != M.shape:
+        raise ValueError(f"M must be a {layers0[-1].shape[1]}×{layers0[0].shape[2]} matrix, got shape {M.shape}")
+    return M, layers0
+
+
 def deep_gradient_descent(
     M: np.ndarray,
     layers0: list[np.ndarray],
@@ -309,18 +326,7 @@ def deep_gradient_descent(
     objective tr((M − W)S(M − W)ᵀ) + Σ_l λ^l R_l (gradients by autograd). ``layers0``: the initial
     layers, each (R, dᵢ, dᵢ₋₁); ``lam``: λ = (1 − θ)/θ, one number or one per run. The run's state
     is ``W1``, ``W2``, …"""
-    M = checks.matrix(M, "M")
-    if not isinstance(layers0, (list, tuple)):
-        raise ValueError(f"layers0 must be a list of arrays of shape (R, dᵢ, dᵢ₋₁), got a {type(layers0).__name__}")
-    layers0 = [checks.matrix(W, f"layers0[{i}]", ndim=3) for i, W in enumerate(layers0)]
-    if len(layers0) < 2 or any(W.ndim != 3 or W.shape[0] != layers0[0].shape[0] for W in layers0):
-        raise ValueError("layers0 must hold at least two arrays of shape (R, dᵢ, dᵢ₋₁) with a common R")
-    try:
-        deep.check_layers([W[0] for W in layers0])
-    except ValueError as error:
-        raise ValueError(f"layers0 do not chain: {error}") from None
-    if (layers0[-1].shape[1], layers0[0].shape[2]) != M.shape or not np.all(np.isfinite(M)):
-        raise ValueError(f"M must be a finite {layers0[-1].shape[1]}×{layers0[0].shape[2]} matrix, got shape {M.shape}")
+    M, layers0 = _check_deep_start(M, layers0)
     runs = layers0[0].shape[0]
     lam = checks.weights(lam, "lam", (runs,)).copy()
     S = None if S is None else _check_moment(S, M.shape[1])
@@ -359,16 +365,8 @@ def deep_dropout_sgd(
     so the expected step is the step of :func:`deep_gradient_descent`. ``layers0``: (R, dᵢ, dᵢ₋₁)
     each; ``lam``: one number or one per run. Runs on the generator's device (float32 on a GPU).
     """
-    M = np.asarray(M, dtype=np.float64)
-    layers0 = [np.asarray(W, dtype=np.float64) for W in layers0]
-    if len(layers0) < 2 or any(W.ndim != 3 or W.shape[0] != layers0[0].shape[0] for W in layers0):
-        raise ValueError("layers0 must hold at least two arrays of shape (R, dᵢ, dᵢ₋₁) with a common R")
-    try:
-        deep.check_layers([W[0] for W in layers0])
-    except ValueError as error:
-        raise ValueError(f"layers0 do not chain: {error}") from None
-    if (layers0[-1].shape[1], layers0[0].shape[2]) != M.shape or not np.all(np.isfinite(M)):
-        raise ValueError(f"M must be a finite {layers0[-1].shape[1]}×{layers0[0].shape[2]} matrix, got shape {M.shape}")
+    M, layers0 = _check_deep_start(M, layers0)
+    generator = checks.torch_generator(generator)
     runs = layers0[0].shape[0]
     lam = checks.weights(lam, "lam", (runs,)).copy()
     device = generator.device

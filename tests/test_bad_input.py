@@ -461,11 +461,14 @@ EXAMPLES.update({
     "shrinkage.optimal_value": dict(spectrum=SPECTRUM, width=2, lam=0.5),
     "shrinkage.global_optimum": dict(M=M, width=2, lam=0.5),
     "shrinkage.tied_optimum": dict(M=SYM, width=2, lam=0.5),
+    "shrinkage.reduced_value": dict(spectrum=SPECTRUM, width=2, lam=0.5, point=np.array([0.5, 0.2])),
+    "shrinkage.reduced_lower_bound": dict(spectrum=SPECTRUM, width=2, lam=0.5, point=np.array([0.5, 0.2])),
     # stats
     "stats.StreamingMean": dict(),
     "stats.StreamingMean.add": dict(self=Fresh(stats.StreamingMean), samples=np.array([1.0, 2.0])),
     "stats.streaming_mean": dict(chunks=[np.array([1.0, 2.0]), np.array([3.0])]),
     "stats.chunk_sizes": dict(total=10, chunk=4),
+    "stats.binomial_upper": dict(successes=3, trials=10, level=1e-3),
     "stats.simultaneous_z": dict(count=10, level=1e-3),
     "stats.self_normalized_z": dict(differences=np.array([[1.0, -0.5], [0.3, 0.2]]), axis=0),
     "stats.loss_bias_z": dict(run=Fresh(lambda: engine.Run(steps=np.array([0, 1, 2]), metrics=dict(f=np.ones((3, 1))),
@@ -500,6 +503,8 @@ EXAMPLES.update({
     "training.deep_metrics": dict(M=M, lam=0.5, S=S),
     "training.deep_gradient_descent": dict(M=M, layers0=[W[None] for W in LAYERS], lam=0.5, lr=0.01, steps=3, S=S,
                                            progress=False),
+    "training.deep_dropout_sgd": dict(M=M, layers0=[W[None] for W in LAYERS], lam=0.5, lr=0.01, steps=3,
+                                      generator=tgen(), batch_size=2, progress=False),
 })
 
 
