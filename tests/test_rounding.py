@@ -167,6 +167,30 @@ def test_factorization_gradient_covers_the_gradient_at_the_optimum():
         assert error <= rounding.factorization_gradient(Y, U, V, lam, fz.spectral_rounding(Y, U, V))
 
 
+def factorization_exact_value(Y, U, V, lam, kappa) -> Fraction:
+    """F(U, V) = ½‖Y − UVᵀ‖² + (λ/2)(‖U‖² + ‖V‖²) + κ Σᵢ‖uᵢ‖²‖vᵢ‖² in exact arithmetic."""
+    Yx, Ux, Vx, lamx, kappax = exact(Y), exact(U), exact(V), Fraction(lam), Fraction(kappa)
+    R = Yx - Ux @ Vx.T
+    units = np.sum(Ux * Ux, axis=0) * np.sum(Vx * Vx, axis=0)
+    return np.sum(R * R) / 2 + lamx * (np.sum(Ux * Ux) + np.sum(Vx * Vx)) / 2 + kappax * np.sum(units)
+
+
+@pytest.mark.parametrize("lam, kappa", [(0.0, 0.0), (0.3, 0.0), (30.0, 0.0), (0.3, 5.0), (30.0, 300.0)])
+def test_factorization_value_covers_the_rounding_error_of_the_objective(lam, kappa):
+    """The bound covers the observed error, and each of its terms covers its own part of F: with a
+    large λ or κ the penalty dominates F and its rounding, so a bound that drops or subtracts the
+    penalty's term falls below γₙ times that term."""
+    rng = np.random.default_rng(9)
+    for _ in range(10):
+        Y, U, V = rng.standard_normal((5, 4)), rng.standard_normal((5, 3)), rng.standard_normal((4, 3))
+        bound = fz.value_rounding(Y, U, V, lam, kappa)
+        error = abs(Fraction(fz.objective(Y, U, V, lam, kappa)) - factorization_exact_value(Y, U, V, lam, kappa))
+        assert error <= Fraction(bound)
+        su, sv = np.sum(U**2), np.sum(V**2)
+        gamma = roundoff_tolerance(10 * 5 * 4 * 3)
+        assert bound >= gamma * (np.linalg.norm(Y) ** 2 + lam * (su + sv) + kappa * su * sv)
+
+
 def test_factorization_bounds_formula_and_bad_input():
     Y, U, V = np.ones((6, 5)), np.ones((6, 3)), np.ones((5, 3))
     assert rounding.factorization_operations(Y, U) == 900
