@@ -634,7 +634,9 @@ def report(mutants: list[Mutant], outcomes: dict, traced: dict, pages: list[str]
         lines.append("None.")
     crashed = [(m, p, outcomes[f"{m.key}|{p}"]) for m in mutants for p in m.pages
                if outcomes.get(f"{m.key}|{p}", {}).get("verdict") == "crashed"]
-    lines += ["", "## Crashed mutants", "", "Noticed by an exception other than a failed claim.", ""]
+    by_exception = Counter(row["error"]["ename"] for _, _, row in crashed)
+    lines += ["", "## Crashed mutants", "", "Noticed by an exception other than a failed claim (by exception: "
+              + ", ".join(f"{name} {n}" for name, n in by_exception.most_common()) + ").", ""]
     lines += [f"* **{p}**: {m.label}: {row['error']['ename']}" for m, p, row in crashed] or ["None."]
     missing = RESULTS / "mutation-missing.md"
     if missing.is_file():
