@@ -21,7 +21,10 @@ judge the book (claims, rounding bounds, notebooks, …).
    *crashed* (another exception, or the page ran past its time limit), *survived* (every claim
    passed but a record moved: measured value, target, tolerance or printed target), *equivalent*
    (no record changed; left out of the score). The score of a page is caught / (caught + crashed
-   + survived); a chapter counts each mutant once (caught if one of its pages catches it, …).
+   + survived); a chapter counts each mutant once (caught if one of its pages catches it, …). A
+   mutant runs a chapter's pages cheapest first and stops at the first that catches it
+   (``--every-page`` runs them all); the cheapest mutants run first, so a cut-short run still has
+   whole mutants (``--report`` writes the report from what has run).
 
 The report goes to ``benchmarks/results/mutation.md`` (with ``mutation.png`` and the raw outcomes
 in ``mutation.json``); outcomes are cached in ``_build/mutation/outcomes.jsonl`` so an
