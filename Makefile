@@ -7,7 +7,7 @@ READY := $(VENV)/.installed
 NAME ?= regularizer
 PROFILE ?= quick
 
-.PHONY: help book pdf browser test unit chapter seeds paths goldens timings clean
+.PHONY: help book pdf browser test unit chapter seeds paths goldens timings mutation clean
 
 help:  ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z]+):.*## /  make \1\t/' | expand -t 24
@@ -49,6 +49,9 @@ goldens: $(READY)  ## refresh tests/golden/ from a run of every chapter at quick
 
 timings: $(READY)  ## wall time of every chapter at PROFILE (default quick), alone and two at once
 	$(BIN)/python benchmarks/book.py --profile $(PROFILE)
+
+mutation: $(READY)  ## slow: the mutation score of the claims (100 mutants of dropnb), report in benchmarks/results/mutation.md
+	$(BIN)/python benchmarks/mutation.py --count 100
 
 clean:  ## remove the built book, the execution cache and the claim records
 	rm -rf _build
