@@ -52,6 +52,19 @@ def test_every_claim_is_glued(records, quick_build):
 # Each planted bug runs before the chapter (private names: the kernel namespace is shared with
 # the chapter); the named claim must be the first to fail.
 PLANTED_BUGS = {
+    "gradient descent without the dropout term of the V-gradient": (
+        "equalization-training",
+        "import inspect, dropnb.training as _T\n"
+        "exec(inspect.getsource(_T.gradient_descent).replace(' + 2 * SV @ (cbar * (U.transpose(1, 2) @ U))', ''),"
+        " _T.__dict__)",
+        "equalization.figure3.gd-step",
+    ),
+    "a division by the hidden activations in Algorithm 1's Figure 3 runs": (
+        "equalization-training",
+        "import inspect, dropnb.training as _T\n"
+        "exec(inspect.getsource(_T.algorithm1).replace('b * torch.bmm(x, V)', 'b / torch.bmm(x, V)'), _T.__dict__)",
+        "equalization.figure3.sgd-progress",
+    ),
     "an infinite-variance uniform input law": (
         "regularizer",
         "import numpy as np, dropnb.data as _D\n"
