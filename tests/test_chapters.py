@@ -52,6 +52,36 @@ def test_every_claim_is_glued(records, quick_build):
 # Each planted bug runs before the chapter (private names: the kernel namespace is shared with
 # the chapter); the named claim must be the first to fail.
 PLANTED_BUGS = {
+    "gradient descent without the dropout term of the V-gradient": (
+        "equalization-training",
+        "import inspect, dropnb.training as _T\n"
+        "exec(inspect.getsource(_T.gradient_descent).replace(' + 2 * SV @ (cbar * (U.transpose(1, 2) @ U))', ''),"
+        " _T.__dict__)",
+        "equalization.figure3.gd-step",
+    ),
+    "a division by the hidden activations in Algorithm 1's Figure 3 runs": (
+        "equalization-training",
+        "import inspect, dropnb.training as _T\n"
+        "exec(inspect.getsource(_T.algorithm1).replace('b * torch.bmm(x, V)', 'b / torch.bmm(x, V)'), _T.__dict__)",
+        "equalization.figure3.sgd-progress",
+    ),
+    "an infinite-variance uniform input law": (
+        "regularizer",
+        "import numpy as np, dropnb.data as _D\n"
+        "_isotropic = _D.isotropic_inputs\n"
+        "def _buggy_inputs(kind, n, d, rng):\n"
+        "    if kind == 'uniform':\n"
+        "        return np.sqrt(3.0) / rng.uniform(-1.0, 1.0, size=(n, d))\n"
+        "    return _isotropic(kind, n, d, rng)\n"
+        "_D.isotropic_inputs = _buggy_inputs",
+        "regularizer.input-laws.second-moment",
+    ),
+    "a division by the hidden activations in Algorithm 1's engine": (
+        "regularizer",
+        "import inspect, dropnb.training as _T\n"
+        "exec(inspect.getsource(_T.algorithm1).replace('b * torch.bmm(x, V)', 'b / torch.bmm(x, V)'), _T.__dict__)",
+        "regularizer.alg1.engine-step",
+    ),
     "regularizer without its weight λ": (
         "regularizer",
         "import numpy as np, dropnb.masks as m\n"
