@@ -122,6 +122,22 @@ def tied_value(M, U, lam: float) -> float:
     return roundoff_tolerance(operations) * size**2
 
 
+def untied_gradient(M, U, V, lam: float) -> float:
+    """Rounding bound γₙ·2(‖M‖_F + (1+λ)‖U‖_F‖V‖_F)(‖U‖_F + ‖V‖_F), n = 10·d₁d₂r, on one
+    evaluation of the gradient (∇_U f, ∇_V f) of the untied objective ‖M − UVᵀ‖²_F + λΣᵢ‖uᵢ‖²‖vᵢ‖²
+    (M of shape d₁ × d₂, U of d₁ × r, V of d₂ × r): each entry sums terms of 2(|M| + |U||V|ᵀ)|V|
+    and 2λ|U|Diag(‖vᵢ‖²) (and the same with U and V exchanged)."""
+    M, U, V = checks.matrix(M, "M"), checks.matrix(U, "U"), checks.matrix(V, "V")
+    (d1, d2), r = M.shape, U.shape[1]
+    if U.shape[0] != d1 or V.shape != (d2, r):
+        raise ValueError(f"U and V must have shapes ({d1}, r) and ({d2}, r) to match M {M.shape}, "
+                         f"got {U.shape} and {V.shape}")
+    lam = checks.nonnegative(lam, "lam")
+    norm_u, norm_v = np.linalg.norm(U), np.linalg.norm(V)
+    size = np.linalg.norm(M) + (1 + lam) * norm_u * norm_v
+    return roundoff_tolerance(10 * d1 * d2 * r) * 2 * size * (norm_u + norm_v)
+
+
 # --- matrix factorization with weight decay, F = ½‖Y − UVᵀ‖²_F + λ/2(‖U‖²_F + ‖V‖²_F) --------------
 
 

@@ -447,6 +447,7 @@ EXAMPLES.update({
     "rounding.certified_factorization": dict(certificate=Fresh(certificate), U=U, V=V, M=M, value=1.0),
     "rounding.tied_gradient": dict(M=SYM, U=U, lam=0.5),
     "rounding.tied_value": dict(M=SYM, U=U, lam=0.5),
+    "rounding.untied_gradient": dict(M=M, U=U, V=V, lam=0.5),
     "rounding.factorization_operations": dict(Y=M, U=U),
     "rounding.factorization_gradient": dict(Y=M, U=U, V=V, lam=0.5, residual_rounding=1e-12),
     "rounding.relu_gamma": dict(W1=W1, X=X2, extra=8),

@@ -262,11 +262,48 @@ PLANTED_BUGS = {
         "L._tied_product = _buggy_product",
         "landscape-dropout.hessian.formula",
     ),
+    "‖vᵢ‖² read as 2Σvᵢ in the penalty term of the untied gradient": (
+        "landscape-dropout",
+        "import numpy as np, dropnb.landscape as L\n"
+        "def _buggy_untied_gradient(M, U, V, lam):\n"
+        "    residual = U @ V.T - M\n"
+        "    return (2 * residual @ V + 2 * lam * U * np.sum(V * 2, axis=0),\n"
+        "            2 * residual.T @ U + 2 * lam * V * np.sum(U**2, axis=0))\n"
+        "L.untied_gradient = _buggy_untied_gradient",
+        "landscape-dropout.gradient.formula",
+    ),
+    "the untied search solving a wrong gradient (‖vᵢ‖² read as 2Σvᵢ) that the formula check misses": (
+        "landscape-dropout",
+        "import numpy as np, dropnb.landscape as L\n"
+        "_search = L.critical_point_search\n"
+        "def _wrong_untied_search(gradient, hessian, starts, gtol):\n"
+        "    if np.shape(starts)[1] != 21:\n"
+        "        return _search(gradient, hessian, starts, gtol)\n"
+        "    def _wrong(x):  # the chapter's own M_untied and lam, as its untied gradient has them\n"
+        "        U, V, lam = x[:12].reshape(4, 3), x[12:].reshape(3, 3), globals()['lam']\n"
+        "        residual = U @ V.T - globals()['M_untied']\n"
+        "        return np.concatenate([(2 * residual @ V + 2 * lam * U * np.sum(V * 2, axis=0)).ravel(),\n"
+        "                               (2 * residual.T @ U + 2 * lam * V * np.sum(U**2, axis=0)).ravel()])\n"
+        "    return _search(_wrong, hessian, starts, gtol)\n"
+        "L.critical_point_search = _wrong_untied_search",
+        "landscape-dropout.search.untied.reaches-minimum",
+    ),
     "the regularizer λΣ‖uᵢ‖⁴ halved in the tied objective": (
         "landscape-dropout",
         "import numpy as np, dropnb.landscape as L\n"
         "L.tied_objective = lambda M, U, lam: float(np.sum((M - U @ U.T) ** 2) + lam / 2 * np.sum(np.sum(U**2, axis=0) ** 2))",
         "landscape-dropout.lemma-d2.decrease",
+    ),
+    "2U Diag(uᵢᵀdᵢ) divided instead of multiplied in the tied Hessian (toy)": (
+        "landscape-dropout-toy",
+        "import numpy as np, dropnb.landscape as L\n"
+        "def _buggy_product(M, U, lam, D):\n"
+        "    Dt = np.swapaxes(D, -1, -2)\n"
+        "    loss = (D @ U.T + U @ Dt) @ U + (U @ U.T - M) @ D\n"
+        "    penalty = D * np.sum(U**2, axis=0) + 2 * U / np.einsum('ki,...ki->...i', U, D)[..., None, :]\n"
+        "    return 4 * loss + 4 * lam * penalty\n"
+        "L._tied_product = _buggy_product",
+        "landscape-dropout.toy.hessian",
     ),
     "the penalty term of the tied gradient with 2λ in place of 4λ": (
         "landscape-dropout-toy",

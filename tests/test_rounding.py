@@ -132,6 +132,28 @@ def test_tied_gradient_covers_the_rounding_error_of_the_gradient():
         assert error <= rounding.tied_gradient(M, U, lam)
 
 
+def test_untied_gradient_covers_the_rounding_error_of_the_gradient():
+    rng = np.random.default_rng(8)
+    for _ in range(20):
+        d1, d2, r = rng.integers(1, 6, size=3)
+        M, U, V = rng.standard_normal((d1, d2)), rng.standard_normal((d1, r)), rng.standard_normal((d2, r))
+        lam = float(rng.uniform(0.0, 2.0))
+        Mx, Ux, Vx, lamx = exact(M), exact(U), exact(V), Fraction(lam)
+        residual = Ux @ Vx.T - Mx
+        exact_u = 2 * residual @ Vx + 2 * lamx * Ux * np.sum(Vx * Vx, axis=0)
+        exact_v = 2 * residual.T @ Ux + 2 * lamx * Vx * np.sum(Ux * Ux, axis=0)
+        g_u, g_v = landscape.untied_gradient(M, U, V, lam)
+        error = (frobenius(exact(g_u) - exact_u) ** 2 + frobenius(exact(g_v) - exact_v) ** 2) ** 0.5
+        assert 0 < rounding.untied_gradient(M, U, V, lam)
+        assert error <= rounding.untied_gradient(M, U, V, lam)
+    # ‖4M‖ + (1+λ)‖2U‖‖2V‖ = 4(‖M‖ + (1+λ)‖U‖‖V‖): the bound scales by 8
+    assert rounding.untied_gradient(4 * M, 2 * U, 2 * V, lam) == pytest.approx(8 * rounding.untied_gradient(M, U, V, lam), rel=1e-14)
+    with pytest.raises(ValueError, match="^U and V must"):
+        rounding.untied_gradient(M, U, V[:-1] if len(V) > 1 else np.ones((2, r)), lam)
+    with pytest.raises(ValueError, match="^lam must"):
+        rounding.untied_gradient(M, U, V, -1.0)
+
+
 def test_tied_bounds_scale_with_the_data():
     rng = np.random.default_rng(6)
     M, U, lam = tied_point(rng)
