@@ -158,9 +158,13 @@ PLANTED_BUGS = {
     ),
     "the dropout penalty halved in the objective tracked during training": (
         "equalization-training",
-        "import types, dropnb.training as T\n"
+        "import copy, dropnb.training as T\n"
         "_metrics = T.objective_metrics\n"
-        "_halved = lambda mask: types.SimpleNamespace(characteristic=mask.characteristic / 2)\n"
+        "def _halved(mask):\n"
+        "    half = copy.copy(mask)\n"
+        "    parent = type(mask)\n"
+        "    half.__class__ = type('Halved', (parent,), {'characteristic': property(lambda m: parent.characteristic.fget(m) / 2)})\n"
+        "    return half\n"
         "T.objective_metrics = lambda M, mask, S=None: _metrics(M, _halved(mask), S)",
         "equalization.figure3.lower-bound",
     ),
