@@ -60,3 +60,13 @@ def test_binomial_upper_rejects_bad_counts():
         stats.binomial_upper(6, 5, 0.05)
     with pytest.raises(ValueError, match="level"):
         stats.binomial_upper(1, 5, 0.0)
+
+
+def test_streaming_mean_equals_the_one_pass_mean_and_standard_error():
+    """Chan's chunked update against numpy on all samples at once, for uneven chunks."""
+    rng = np.random.default_rng(11)
+    samples = rng.standard_normal((1000, 3)) * [1.0, 5.0, 0.1] + [2.0, -1.0, 0.0]
+    estimate = stats.streaming_mean(np.split(samples, [1, 7, 300, 301, 999]))
+    assert estimate.count == 1000
+    np.testing.assert_allclose(estimate.mean, samples.mean(axis=0), rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(estimate.standard_error, samples.std(axis=0, ddof=1) / np.sqrt(1000), rtol=1e-12)
