@@ -12,9 +12,10 @@ PROFILE ?= quick
 help:  ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z]+):.*## /  make \1\t/' | expand -t 24
 
-$(READY): requirements.txt pyproject.toml
+$(READY): requirements.txt requirements-data.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -r requirements.txt
+	$(BIN)/pip install --no-deps --require-hashes -r requirements-data.txt
 	touch $@
 
 book: $(READY)  ## build the book into _build/html (profile: DROPNB_PROFILE, default book)

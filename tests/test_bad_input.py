@@ -296,6 +296,9 @@ EXAMPLES.update({
         Y=T(U), cbar=T(np.eye(2) / 2)),
     "features.train": dict(X=V, Y=U, mask=BERNOULLI, hidden=[2], runs=2, lr=0.01, steps=2, rng=rng(),
                            progress=False),
+    # relu
+    "relu.activation_scales": dict(V=V, X=M.T),
+    "relu.coadaptation": dict(u=[1.0, -2.0], scales=[0.5, 1.0]),
     # homogeneous
     "homogeneous.check_data": dict(X=X2, Y=Y1),
     "homogeneous.check_weights": dict(W1=W1, W2=W2, n0=2, n2=1),
@@ -665,7 +668,9 @@ WIDER = {
     "a network of any width r": ["equalizer.equalizer:U", "linear.column_rotation:U", "homogeneous.hidden:W1",
                                  "landscape.tied_gradient:U", "landscape.tied_hessian:U", "landscape.tied_objective:U",
                                  "rounding.tied_gradient:U", "rounding.tied_value:U", "masks.Finite:patterns",
-                                 "rounding.relu_gamma:W1", "rounding.factorization_operations:U"],
+                                 "rounding.relu_gamma:W1", "rounding.factorization_operations:U",
+                                 "relu.activation_scales:V"],
+    "a sample of any size n": ["relu.activation_scales:X"],
 }
 for _reason, _pairs in WIDER.items():
     for _pair in _pairs:

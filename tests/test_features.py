@@ -160,3 +160,14 @@ def test_bad_spread_parameters(digits):
         features.spread_targets(digits.onehot, ratio=-0.5)
     with pytest.raises(ValueError, match="onehot must"):
         features.spread_targets(np.ones(10))
+
+
+def test_init_weights_follow_torch_default_law():
+    """Every entry uniform on ±1/√(fan-in): the largest |entry|·√fan near 1 and never above it, the
+    second moment·fan near 1/3 (no claim sees the scale: a run from another start still reaches F*)."""
+    weights = features.init_weights([40, 30, 20], 10, runs=50, rng=np.random.default_rng(0))
+    assert [tuple(w.shape) for w in weights] == [(50, 30, 40), (50, 30, 1), (50, 20, 30), (50, 20, 1), (50, 10, 20)]
+    for weight, fan in zip(weights, (40, 40, 30, 30, 20)):
+        scaled = weight.numpy() * np.sqrt(fan)
+        assert 0.99 < np.abs(scaled).max() <= 1.0
+        assert abs(np.mean(scaled**2) - 1 / 3) < 6 * np.sqrt(4 / 45 / scaled.size)  # Var(u²) = 4/45 for u ~ U(−1, 1)
