@@ -369,6 +369,12 @@ PLANTED_BUGS = {
         "E.importance_scores = lambda U, V: np.sum(np.asarray(U) ** 2, axis=-2) * np.sum(np.asarray(V) ** 2, axis=-2)",
         "landscape-networks.dropout.split",
     ),
+    "the convex bound of the dropout factorization without its κ‖Z‖²_*/r term": (
+        "landscape-networks-dropout",
+        "import inspect, dropnb.factorization as F\n"
+        "exec(inspect.getsource(F.convex_objective).replace('if kappa > 0:', 'if kappa < 0:'), F.__dict__)",
+        "landscape-networks.dropout.convex-bound-attained",
+    ),
 }
 
 
