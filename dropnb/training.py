@@ -73,13 +73,11 @@ def _check_run(generator, progress, keep=False) -> None:
 def _check_problem(M, U0, V0, mask: MaskDistribution | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     M = checks.matrix(M, "M")
     U0, V0 = checks.matrix(U0, "U0", ndim=3), checks.matrix(V0, "V0", ndim=3)
-    if U0.ndim != 3 or V0.ndim != 3 or U0.shape[0] != V0.shape[0] or U0.shape[2] != V0.shape[2]:
+    if U0.shape[0] != V0.shape[0] or U0.shape[2] != V0.shape[2]:
         raise ValueError(f"U0 and V0 must be (R, d1, r) and (R, d2, r), got {U0.shape} and {V0.shape}")
     if U0.shape[1:2] + V0.shape[1:2] != M.shape:
         raise ValueError(f"U0 and V0 must have {M.shape[0]} and {M.shape[1]} rows to match M, "
                          f"got {U0.shape} and {V0.shape}")
-    if not (np.all(np.isfinite(M)) and np.all(np.isfinite(U0)) and np.all(np.isfinite(V0))):
-        raise ValueError("M, U0 and V0 must be finite")
     if mask is not None and (not isinstance(mask, MaskDistribution) or mask.width != U0.shape[2]):
         raise ValueError(f"mask must be a MaskDistribution of width {U0.shape[2]}, got {mask!r}")
     return M, U0, V0
@@ -101,8 +99,8 @@ def _input_sampler(d2: int, runs: int, batch_size: int, input_factor, data, gene
         if input_factor is not None:
             raise ValueError("give either input_factor (Gaussian inputs) or data (a finite input set), not both")
         X = checks.matrix(data, "data")
-        if X.ndim != 2 or X.shape[0] != d2 or X.shape[1] < 1 or not np.all(np.isfinite(X)):
-            raise ValueError(f"data must be a finite ({d2}, N) array of input columns, got shape {X.shape}")
+        if X.shape[0] != d2:
+            raise ValueError(f"data must be a ({d2}, N) array of input columns, got shape {X.shape}")
         columns = tensor(X.T)
         return lambda: columns[torch.randint(X.shape[1], (runs, batch_size), generator=generator, device=device)]
     if input_factor is not None and checks.matrix(input_factor, "input_factor").shape != (d2, d2):

@@ -46,9 +46,12 @@ class QuickBuild:
 
 @pytest.fixture(scope="session")
 def quick_build(tmp_path_factory) -> QuickBuild:
-    """Build the book with -W into a scratch folder at the quick profile (every chapter runs once)."""
+    """Build the book with -W into a scratch folder at the quick profile (every chapter runs once,
+    one per core, into the build's execution cache; the build then reads the outputs from there)."""
     out = tmp_path_factory.mktemp("book")
     env = os.environ | {PROFILE_VARIABLE: "quick", CLAIMS_DIR_VARIABLE: str(out / "claims")}
+    subprocess.run([sys.executable, "-m", "dropnb.notebooks", "cache", str(out / "_build")], env=env, cwd=ROOT,
+                   capture_output=True, check=True)
     jupyter_book = Path(sys.executable).with_name("jupyter-book")
     result = subprocess.run([str(jupyter_book), "build", "-W", "-n", "--keep-going", "--path-output", str(out),
                              str(ROOT)], env=env, capture_output=True, text=True)

@@ -5,12 +5,12 @@ the planted bugs run the chapter again, up to the first failing claim.
 """
 
 import json
+import os
 
 import pytest
-from papermill.exceptions import PapermillExecutionError
 
 from dropnb.claims import load_records
-from dropnb.notebooks import LEDGER, chapters_with_claims, execute
+from dropnb.notebooks import LEDGER, Job, chapters_with_claims, run_jobs
 
 pytestmark = pytest.mark.chapters
 REQUIRED_FIELDS = {"id", "chapter", "page", "source", "statement", "measured", "target", "comparison",
@@ -378,10 +378,20 @@ PLANTED_BUGS = {
 }
 
 
+@pytest.fixture(scope="session")
+def planted_outcomes(request, tmp_path_factory):
+    """The selected planted bugs run once each, as many at a time as there are cores (a chapter runs
+    on one thread), each in its own process and folder."""
+    bugs = [item.callspec.params["bug"] for item in request.session.items
+            if getattr(item, "originalname", None) == "test_claims_catch_a_planted_bug"]
+    root = tmp_path_factory.mktemp("planted")
+    jobs = [Job(PLANTED_BUGS[bug][0], root / f"bug-{i}", prepend=PLANTED_BUGS[bug][1]) for i, bug in enumerate(bugs)]
+    return dict(zip(bugs, run_jobs(jobs, parallel=os.cpu_count() or 1)))
+
+
 @pytest.mark.parametrize("bug", PLANTED_BUGS)
-def test_claims_catch_a_planted_bug(bug, tmp_path):
-    chapter, code, failing_claim = PLANTED_BUGS[bug]
-    with pytest.raises(PapermillExecutionError) as failure:
-        execute(chapter, tmp_path / "buggy.ipynb", profile="quick", claims_dir=tmp_path, prepend=code)
-    assert failure.value.ename == "ClaimFailed"
-    assert failing_claim in failure.value.evalue
+def test_claims_catch_a_planted_bug(bug, planted_outcomes):
+    failing_claim = PLANTED_BUGS[bug][2]
+    outcome = planted_outcomes[bug]
+    assert outcome.returncode != 0 and "ClaimFailed" in outcome.error, outcome.error
+    assert outcome.failed_claims == [failing_claim], outcome.error
