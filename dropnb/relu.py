@@ -299,8 +299,8 @@ def relu_rademacher_2d(X, Z, weights, signs) -> tuple[np.ndarray, np.ndarray]:
     n = X.shape[1]
     starts, ends = _arcs(Z, X)
     middle = _direction((starts + ends) / 2)
-    A = np.einsum("ak,ik,jk->aij", (middle @ Z > 0) * weights, Z, Z)                 # (arcs, 2, 2)
-    c = np.einsum("an,dn,in->dai", (middle @ X > 0).astype(float), signs, X) / n    # (draws, arcs, 2)
+    A = (((middle @ Z > 0) * weights) @ np.einsum("ik,jk->kij", Z, Z).reshape(-1, 4)).reshape(-1, 2, 2)
+    c = (middle @ X > 0).astype(float) @ (signs[:, :, None] * X.T) / n              # (draws, arcs, 2)
     det = A[:, 0, 0] * A[:, 1, 1] - A[:, 0, 1] ** 2
     invertible = det > 1e-12 * np.einsum("aii->a", A) ** 2
     inverse = np.stack([np.stack([A[:, 1, 1], -A[:, 0, 1]], -1), np.stack([-A[:, 1, 0], A[:, 0, 0]], -1)], -2)
