@@ -369,6 +369,25 @@ PLANTED_BUGS = {
         "E.importance_scores = lambda U, V: np.sum(np.asarray(U) ** 2, axis=-2) * np.sum(np.asarray(V) ** 2, axis=-2)",
         "landscape-networks.dropout.split",
     ),
+    "the dropout regularizer of a ReLU network without its weight λ": (
+        "bounds-networks",
+        "import inspect, dropnb.relu as _R\n"
+        "exec(inspect.getsource(_R.dropout_regularizer).replace('float(lam * np.sum(', 'float(np.sum('), _R.__dict__)",
+        "bounds.prop5.enumeration",
+    ),
+    "the Gaussian ReLU moment without its density term": (
+        "bounds-networks",
+        "import inspect, dropnb.relu as _R\n"
+        "exec(inspect.getsource(_R.gaussian_relu_moment).replace(' + m * s * norm.pdf(t)', ''), _R.__dict__)",
+        "bounds.prop6.shifted-closed-form",
+    ),
+    "the exact Rademacher supremum in the plane taken over the arc ends only": (
+        "bounds-networks",
+        "import inspect, dropnb.relu as _R\n"
+        "exec(inspect.getsource(_R.relu_rademacher_2d).replace('for sign in (1.0, -1.0):', 'for sign in ():'),"
+        " _R.__dict__)",
+        "bounds.rademacher.grid",
+    ),
 }
 
 
