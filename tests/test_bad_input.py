@@ -299,6 +299,21 @@ EXAMPLES.update({
     # relu
     "relu.activation_scales": dict(V=V, X=M.T),
     "relu.coadaptation": dict(u=[1.0, -2.0], scales=[0.5, 1.0]),
+    "relu.dropout_regularizer": dict(U=W2, V=W1, X=X2, lam=0.5),
+    "relu.enumerated_dropout_loss": dict(U=W2, V=W1, X=X2, Y=Y1, retain=0.5),
+    "relu.path_regularizer": dict(U=W2, V=W1, lam=0.5),
+    "relu.gaussian_relu_moment": dict(v=np.array([1.0, -0.5]), mean=np.array([0.5, 0.2]), cov=SYM),
+    "relu.gaussian_retentivity": dict(mean=np.array([0.5, 0.2]), cov=SYM),
+    "relu.retentivity_ratio": dict(v=np.array([1.0, -0.5]), Z=X2, weights=np.full(4, 0.25)),
+    "relu.proposition2_atoms": dict(delta=0.1),
+    "relu.retentivity_2d": dict(Z=X2, weights=np.full(4, 0.25)),
+    "relu.mahalanobis_norm": dict(X=X2, S=SYM),
+    "relu.linear_class_sup": dict(X=X2, S=SYM, signs=np.array([[1.0, -1.0, 1.0, 1.0]])),
+    "relu.relu_ratio": dict(v=np.array([[1.0, -0.5], [0.2, 1.0]]), X=X2, signs=np.array([[1.0, -1.0, 1.0, 1.0]]),
+                            Z=X2, weights=np.full(4, 0.25)),
+    "relu.relu_rademacher_2d": dict(X=X2, Z=X2, weights=np.full(4, 0.25), signs=np.array([[1.0, -1.0, 1.0, 1.0]])),
+    "relu.linear_as_relu": dict(w=np.array([1.0, -0.5]), width=4),
+    "relu.finite_class_rademacher": dict(G=np.array([[1.0, -1.0, 0.5], [0.0, 1.0, -1.0]])),
     # homogeneous
     "homogeneous.check_data": dict(X=X2, Y=Y1),
     "homogeneous.check_weights": dict(W1=W1, W2=W2, n0=2, n2=1),
@@ -670,7 +685,9 @@ WIDER = {
                                  "rounding.tied_gradient:U", "rounding.tied_value:U", "masks.Finite:patterns",
                                  "rounding.relu_gamma:W1", "rounding.factorization_operations:U",
                                  "relu.activation_scales:V"],
-    "a sample of any size n": ["relu.activation_scales:X"],
+    "a sample of any size n": ["relu.activation_scales:X", "relu.dropout_regularizer:X", "relu.mahalanobis_norm:X",
+                               "relu.finite_class_rademacher:G"],
+    "a linear function of any input dimension": ["relu.linear_as_relu:w"],
 }
 for _reason, _pairs in WIDER.items():
     for _pair in _pairs:

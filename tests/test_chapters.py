@@ -375,6 +375,25 @@ PLANTED_BUGS = {
         "exec(inspect.getsource(F.convex_objective).replace('if kappa > 0:', 'if kappa < 0:'), F.__dict__)",
         "landscape-networks.dropout.convex-bound-attained",
     ),
+    "the dropout regularizer of a ReLU network without its weight λ": (
+        "bounds-networks",
+        "import inspect, dropnb.relu as _R\n"
+        "exec(inspect.getsource(_R.dropout_regularizer).replace('float(lam * np.sum(', 'float(np.sum('), _R.__dict__)",
+        "bounds.prop5.enumeration",
+    ),
+    "the Gaussian ReLU moment without its density term": (
+        "bounds-networks",
+        "import inspect, dropnb.relu as _R\n"
+        "exec(inspect.getsource(_R.gaussian_relu_moment).replace(' + m * s * norm.pdf(t)', ''), _R.__dict__)",
+        "bounds.prop6.shifted-closed-form",
+    ),
+    "the exact Rademacher supremum in the plane taken over the arc ends only": (
+        "bounds-networks",
+        "import inspect, dropnb.relu as _R\n"
+        "exec(inspect.getsource(_R.relu_rademacher_2d).replace('for sign in (1.0, -1.0):', 'for sign in ():'),"
+        " _R.__dict__)",
+        "bounds.rademacher.grid",
+    ),
 }
 
 
