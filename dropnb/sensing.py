@@ -121,7 +121,7 @@ def _marginal(p, size: int, name: str) -> np.ndarray:
         return np.ones(size)
     p = checks.vector(p, name)
     if len(p) != size or np.any(p < 0):
-        raise checks.error(name, f"{size} non-negative weights", p)
+        raise checks.error(name, f"{size} non-negative weights (one per {'row' if name == 'p' else 'column'} of M)", p)
     return p
 
 
@@ -226,7 +226,7 @@ def clipped_gaussian_moments(mean, sd: float) -> tuple[np.ndarray, np.ndarray]:
     """E y and E y² for y = clip(m + sd·ε, −1, 1), ε ~ N(0, 1), in closed form: with
     a = (−1 − m)/sd, b = (1 − m)/sd, E y = Φ(a)·(−1) + (1 − Φ(b)) + m(Φ(b) − Φ(a)) + sd(φ(a) − φ(b)),
     E y² = Φ(a) + 1 − Φ(b) + m²(Φ(b) − Φ(a)) + 2m·sd(φ(a) − φ(b)) + sd²(Φ(b) − Φ(a) + aφ(a) − bφ(b))."""
-    m = checks.real_array(mean, "mean")
+    m = checks.matrix(mean, "mean", ndim=0, batched=True)
     sd = checks.positive(sd, "sd")
     a, b = (-1 - m) / sd, (1 - m) / sd
     Pa, Pb, fa, fb = norm.cdf(a), norm.cdf(b), norm.pdf(a), norm.pdf(b)
@@ -235,11 +235,29 @@ def clipped_gaussian_moments(mean, sd: float) -> tuple[np.ndarray, np.ndarray]:
     return first, second
 
 
+def _batched_factors(U, V, names=("U", "V")) -> tuple[torch.Tensor, torch.Tensor]:
+    U, V = checks.tensor(U, names[0], ndim=3), checks.tensor(V, names[1], ndim=3)
+    if U.shape[0] != V.shape[0] or U.shape[2] != V.shape[2]:
+        raise ValueError(f"{names[0]} and {names[1]} must be (k, d₁, r) and (k, d₂, r) with the same k and r, "
+                         f"got {tuple(U.shape)} and {tuple(V.shape)}")
+    return U, V
+
+
+def _batched_weights(lam, k: int, like: torch.Tensor) -> torch.Tensor:
+    """λ as a (k, 1, 1) tensor: one number for all, or one per batch entry."""
+    lam = checks.weights(lam.detach().cpu().numpy() if isinstance(lam, torch.Tensor) else lam, "lam")
+    if lam.ndim > 1 or lam.size not in (1, k):
+        raise checks.error("lam", f"one number or {k} (one per batch entry)", lam)
+    return torch.as_tensor(np.array(lam, dtype=float), dtype=like.dtype, device=like.device).reshape(-1, 1, 1)
+
+
 def completion_objective(U, V, rows, cols, y, lam):
     """L̂ + λR̂ for matrix completion, in torch, batched: U (k, d₁, r), V (k, d₂, r), λ (k,):
     Ê(yⱼ − ⟨U_{aⱼ}, V_{bⱼ}⟩)² + λ Ê Σᵢ U_{aⱼi}² V_{bⱼi}², one value per batch entry (k,)."""
-    U, V = checks.tensor(U, "U", ndim=3), checks.tensor(V, "V", ndim=3)
-    lam = checks.tensor_weights(lam, "lam")
+    U, V = _batched_factors(U, V)
+    rows, cols, _ = _entries(rows, cols, (U.shape[1], V.shape[1]))
+    y = _targets(y, len(rows))
+    lam = _batched_weights(lam, U.shape[0], U).reshape(-1)
     rows, cols = torch.as_tensor(rows, device=U.device), torch.as_tensor(cols, device=U.device)
     Ua, Vb = U[:, rows, :], V[:, cols, :]
     terms = Ua * Vb
@@ -268,10 +286,10 @@ def completion_gradient(U, V, rows, cols, y, lam) -> tuple[torch.Tensor, torch.T
     """∇_U and ∇_V of :func:`completion_objective` in closed form, batched, through the dense entry
     counts C = (c_ab) and target sums S = (s_ab): with E = (2/n)(C ⊙ UVᵀ − S),
     ∇_U = E V + (2λ/n) U ⊙ (C (V ⊙ V)),   ∇_V = Eᵀ U + (2λ/n) V ⊙ (Cᵀ (U ⊙ U))."""
-    U, V = checks.tensor(U, "U", ndim=3), checks.tensor(V, "V", ndim=3)
+    U, V = _batched_factors(U, V)
     rows, cols, _ = _entries(rows, cols, (U.shape[1], V.shape[1]))
     y = _targets(y, len(rows))
-    lam = torch.as_tensor(np.array(checks.weights(lam, "lam")), dtype=U.dtype, device=U.device).reshape(-1, 1, 1)
+    lam = _batched_weights(lam, U.shape[0], U)
     counts, sums = _entry_sums(rows, cols, y, (U.shape[1], V.shape[1]), U)
     return _dense_gradient(U, V, counts, sums, len(rows), lam)
 
@@ -281,11 +299,12 @@ def completion_descent(U0, V0, rows, cols, y, lam, steps: int, lr: float) -> tup
     (one λ per batch entry), each row's step scaled by n / (its number of observed entries):
     U ← U − η (n/c_a) ∇_U, V ← V − η (n/c_b) ∇_V (a diagonal preconditioner). Each step costs a few
     batched products of dense (d₁ × d₂) matrices (:func:`completion_gradient`), whatever n is."""
-    U, V = checks.tensor(U0, "U0", ndim=3).clone(), checks.tensor(V0, "V0", ndim=3).clone()
+    U, V = _batched_factors(U0, V0, ("U0", "V0"))
+    U, V = U.detach().clone(), V.detach().clone()
     steps, lr = checks.integer(steps, "steps", minimum=0), checks.positive(lr, "lr")
     rows, cols, _ = _entries(rows, cols, (U.shape[1], V.shape[1]))
     y = _targets(y, len(rows))
-    lam = torch.as_tensor(np.array(checks.weights(lam, "lam")), dtype=U.dtype, device=U.device).reshape(-1, 1, 1)
+    lam = _batched_weights(lam, U.shape[0], U)
     n = len(rows)
     counts, sums = _entry_sums(rows, cols, y, (U.shape[1], V.shape[1]), U)
     row_scale = (n / counts.sum(1).clamp(min=1))[None, :, None]
@@ -303,7 +322,7 @@ def input_dropout_regularizer(M, A) -> float:
     M = checks.matrix(M, "M")
     A = checks.matrix(A, "A", ndim=3)
     if A.shape[1:] != M.shape:
-        raise ValueError(f"A must have shape (n, {M.shape[0]}, {M.shape[1]}), got {A.shape}")
+        raise ValueError(f"A must have shape (n, {M.shape[0]}, {M.shape[1]}) (that of M), got {A.shape}")
     return float(np.sum(np.mean(A**2, axis=0) * M**2))
 
 
@@ -313,7 +332,7 @@ def enumerated_input_dropout_loss(M, A, y, theta: float) -> float:
     M = checks.matrix(M, "M")
     A = checks.matrix(A, "A", ndim=3)
     if A.shape[1:] != M.shape:
-        raise ValueError(f"A must have shape (n, {M.shape[0]}, {M.shape[1]}), got {A.shape}")
+        raise ValueError(f"A must have shape (n, {M.shape[0]}, {M.shape[1]}) (that of M), got {A.shape}")
     y = _targets(y, len(A))
     theta = checks.number(theta, "theta", minimum=0, maximum=1, open_minimum=True)
     size = M.size
