@@ -380,7 +380,7 @@ PLANTED_BUGS = {
         "import inspect, dropnb.sensing as _S\n"
         "exec(inspect.getsource(_S.population_regularizer).replace('(p @ U**2) * (q @ V**2)',"
         " '(p**2 @ U**2) * (q**2 @ V**2)'), _S.__dict__)",
-        "bounds.prop4.completion-no-factorization-below",
+        "bounds.prop4.completion-equalized-attains",
     ),
     "the closed-form dropout objective of matrix sensing without its weight λ": (
         "bounds",
