@@ -389,6 +389,13 @@ PLANTED_BUGS = {
         " _S.__dict__)",
         "bounds.prop3.gaussian-enumeration",
     ),
+    "the clipped label's second moment without the noise variance inside the clipping window": (
+        "bounds",
+        "import inspect, dropnb.sensing as _S\n"
+        "exec(inspect.getsource(_S.clipped_gaussian_moments).replace(' + sd**2 * (Pb - Pa + a * fa - b * fb)', ''),"
+        " _S.__dict__)",
+        "bounds.theorem11.population-estimates",
+    ),
 }
 
 
