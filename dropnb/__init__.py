@@ -21,6 +21,8 @@ Modules by concept:
   objectives), :mod:`~dropnb.networks` (critical points of linear networks),
   :mod:`~dropnb.factorization` (matrix factorization with weight decay of variable width),
   :mod:`~dropnb.homogeneous` (positively homogeneous networks and their certificates);
+* capacity: :mod:`~dropnb.sensing` (matrix sensing and completion with dropout, the weighted trace
+  norm and its Rademacher complexity);
 * numerics: :mod:`~dropnb.engine` (the training engine: schedules, the descent loop, autograd
   training on any device), :mod:`~dropnb.training` (dropout training of linear networks, batched
   over runs), :mod:`~dropnb.optimize` (L-BFGS
