@@ -23,6 +23,8 @@ Modules by concept:
   :mod:`~dropnb.homogeneous` (positively homogeneous networks and their certificates);
 * capacity: :mod:`~dropnb.relu` (two-layer ReLU networks: the dropout regularizer, retentivity,
   exact Rademacher complexities in the plane, co-adaptation);
+* capacity: :mod:`~dropnb.sensing` (matrix sensing and completion with dropout, the weighted trace
+  norm and its Rademacher complexity);
 * numerics: :mod:`~dropnb.engine` (the training engine: schedules, the descent loop, autograd
   training on any device), :mod:`~dropnb.training` (dropout training of linear networks, batched
   over runs), :mod:`~dropnb.optimize` (L-BFGS

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from statistics import NormalDist
 from typing import Iterable
 
@@ -114,3 +115,16 @@ def loss_bias_z(run, name: str) -> float:
     if run.losses is None or name not in run.metrics:
         raise ValueError(f"run must record losses and the metric {name!r}")
     return self_normalized_z(run.losses[:, run.steps[:-1]].T - run.metrics[name][:-1])
+
+
+def spearman_critical(count: int, level: float) -> float:
+    """The smallest ρ_c with P(ρ ≥ ρ_c) ≤ ``level`` for Spearman's ρ = 1 − 6Σdᵢ²/(k(k² − 1)) of k = ``count``
+    distinct paired values under independence (every ranking equally likely), by enumerating all k!
+    rankings (k ≤ 9); 1 + 1e-12 (never reached) when even ρ = 1 is more likely than ``level``."""
+    count = checks.integer(count, "count", minimum=3, maximum=9)
+    level = checks.number(level, "level", minimum=0, maximum=1, open_minimum=True, open_maximum=True)
+    base = np.arange(count)
+    squares = np.array([np.sum((base - np.array(perm)) ** 2) for perm in itertools.permutations(base)])
+    rho = np.sort(1 - 6 * squares / (count * (count**2 - 1)))[::-1]
+    allowed = [value for value in np.unique(rho) if np.mean(rho >= value - 1e-12) <= level]
+    return float(min(allowed)) if allowed else 1.0 + 1e-12

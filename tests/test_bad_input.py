@@ -314,6 +314,33 @@ EXAMPLES.update({
     "relu.relu_rademacher_2d": dict(X=X2, Z=X2, weights=np.full(4, 0.25), signs=np.array([[1.0, -1.0, 1.0, 1.0]])),
     "relu.linear_as_relu": dict(w=np.array([1.0, -0.5]), width=4),
     "relu.finite_class_rademacher": dict(G=np.array([[1.0, -1.0, 0.5], [0.0, 1.0, -1.0]])),
+    # sensing (M: 2 × 3, U: 2 × 2, V: 3 × 2; three measurements)
+    "sensing.dropout_objective": dict(U=U, V=V, A=np.stack([M, 2 * M, -M]), y=np.array([1.0, 0.5, -0.2]), theta=0.5),
+    "sensing.enumerated_dropout_loss": dict(U=U, V=V, A=np.stack([M, 2 * M, -M]), y=np.array([1.0, 0.5, -0.2]),
+                                            theta=0.5),
+    "sensing.sampled_dropout_losses": dict(U=U, V=V, A=np.stack([M, 2 * M, -M]), y=np.array([1.0, 0.5, -0.2]),
+                                           theta=0.5, masks=np.array([[1.0, 0.0], [1.0, 1.0]])),
+    "sensing.completion_measurements": dict(rows=[0, 1, 1], cols=[2, 0, 1], shape=(2, 3)),
+    "sensing.population_regularizer": dict(U=U, V=V, p=[0.4, 0.6], q=[0.2, 0.3, 0.5]),
+    "sensing.weighted_nuclear_norm": dict(M=M, p=[0.4, 0.6], q=[0.2, 0.3, 0.5]),
+    "sensing.induced_regularizer": dict(M=M, width=2, p=[0.4, 0.6], q=[0.2, 0.3, 0.5]),
+    "sensing.equalized_sensing_factors": dict(M=M, width=2, p=[0.4, 0.6], q=[0.2, 0.3, 0.5]),
+    "sensing.zipf_marginal": dict(size=5, exponent=1.0, rng=rng(), uniform_weight=0.5),
+    "sensing.sample_entries": dict(p=[0.4, 0.6], q=[0.2, 0.3, 0.5], n=4, rng=rng()),
+    "sensing.nondegeneracy_ratio": dict(p=[0.4, 0.6], q=[0.2, 0.3, 0.5], n=100),
+    "sensing.rademacher_spectral_norms": dict(rows=[0, 1, 1], cols=[2, 0, 1], p=[0.4, 0.6], q=[0.2, 0.3, 0.5],
+                                              signs=np.array([[1.0, -1.0, 1.0], [-1.0, -1.0, 1.0]])),
+    "sensing.theorem11_bound": dict(train_loss=0.1, alpha=2.0, n=1000, d1=100, delta=0.05),
+    "sensing.clipped_gaussian_moments": dict(mean=M, sd=0.3),
+    "sensing.completion_objective": dict(U=T(np.stack([U, U])), V=T(np.stack([V, V])), rows=[0, 1, 1], cols=[2, 0, 1],
+                                         y=[0.5, -0.2, 0.1], lam=T([0.0, 1.0])),
+    "sensing.completion_gradient": dict(U=T(np.stack([U, U])), V=T(np.stack([V, V])), rows=[0, 1, 1], cols=[2, 0, 1],
+                                        y=[0.5, -0.2, 0.1], lam=[0.0, 1.0]),
+    "sensing.completion_descent": dict(U0=T(np.stack([U, U])), V0=T(np.stack([V, V])), rows=[0, 1, 1], cols=[2, 0, 1],
+                                       y=[0.5, -0.2, 0.1], lam=[0.0, 1.0], steps=2, lr=0.1),
+    "sensing.input_dropout_regularizer": dict(M=M, A=np.stack([M, 2 * M, -M])),
+    "sensing.enumerated_input_dropout_loss": dict(M=M, A=np.stack([M, 2 * M, -M]), y=np.array([1.0, 0.5, -0.2]),
+                                                  theta=0.5),
     # homogeneous
     "homogeneous.check_data": dict(X=X2, Y=Y1),
     "homogeneous.check_weights": dict(W1=W1, W2=W2, n0=2, n2=1),
@@ -488,6 +515,7 @@ EXAMPLES.update({
     "stats.streaming_mean": dict(chunks=[np.array([1.0, 2.0]), np.array([3.0])]),
     "stats.chunk_sizes": dict(total=10, chunk=4),
     "stats.binomial_upper": dict(successes=3, trials=10, level=1e-3),
+    "stats.spearman_critical": dict(count=5, level=0.05),
     "stats.simultaneous_z": dict(count=10, level=1e-3),
     "stats.self_normalized_z": dict(differences=np.array([[1.0, -0.5], [0.3, 0.2]]), axis=0),
     "stats.loss_bias_z": dict(run=Fresh(lambda: engine.Run(steps=np.array([0, 1, 2]), metrics=dict(f=np.ones((3, 1))),
@@ -699,6 +727,10 @@ for _entry in [e for e in EXAMPLES if e.startswith("checks.")]:
     for _name in ("name", "requirement", "what", "options"):
         if _name in EXAMPLES[_entry]:
             ACCEPTED[(_entry, _name, "*")] = "a label written into the message"
+for _mutation in ("zero_d", "wider", "other_ndim"):
+    ACCEPTED[("sensing.clipped_gaussian_moments", "mean", _mutation)] = "elementwise: means of any shape"
+for _entry in ("sensing.completion_objective", "sensing.completion_gradient", "sensing.completion_descent"):
+    ACCEPTED[(_entry, "lam", "zero_d")] = "a 0-d array is one number, the same weight for all"
 ACCEPTED[("checks.weights", "value", "zero_d")] = "a 0-d array is one number, the same weight for all"
 ACCEPTED[("checks.error", "value", "*")] = "error formats any value into the message"
 ACCEPTED[("checks.environment_integer", "default", "*")] = "the caller's default, returned as given"

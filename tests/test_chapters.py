@@ -394,6 +394,33 @@ PLANTED_BUGS = {
         " _R.__dict__)",
         "bounds.rademacher.grid",
     ),
+    "the dropout penalty's factor 2/n halved in the batched completion gradient": (
+        "bounds",
+        "import inspect, dropnb.sensing as _S\n"
+        "exec(inspect.getsource(_S._dense_gradient).replace('lam * (2 / n) * U', 'lam * (1 / n) * U'), _S.__dict__)",
+        "bounds.theorem11.gd-gradient",
+    ),
+    "the marginals p and q squared instead of square-rooted in the population penalty of completion": (
+        "bounds",
+        "import inspect, dropnb.sensing as _S\n"
+        "exec(inspect.getsource(_S.population_regularizer).replace('(p @ U**2) * (q @ V**2)',"
+        " '(p**2 @ U**2) * (q**2 @ V**2)'), _S.__dict__)",
+        "bounds.prop4.completion-equalized-attains",
+    ),
+    "the closed-form dropout objective of matrix sensing without its weight λ": (
+        "bounds",
+        "import inspect, dropnb.sensing as _S\n"
+        "exec(inspect.getsource(_S.dropout_objective).replace('loss + (1 - theta) / theta * reg', 'loss + reg'),"
+        " _S.__dict__)",
+        "bounds.prop3.gaussian-enumeration",
+    ),
+    "the clipped label's second moment without the noise variance inside the clipping window": (
+        "bounds",
+        "import inspect, dropnb.sensing as _S\n"
+        "exec(inspect.getsource(_S.clipped_gaussian_moments).replace(' + sd**2 * (Pb - Pa + a * fa - b * fb)', ''),"
+        " _S.__dict__)",
+        "bounds.theorem11.population-estimates",
+    ),
 }
 
 

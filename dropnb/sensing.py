@@ -1,0 +1,347 @@
+"""Matrix sensing and matrix completion with dropout (Arora et al. 2021, Section 2; Mianjy 2021, Chapter 4).
+
+A factorization UVᵀ of width r (U ∈ ℝ^{d₁×r}, V ∈ ℝ^{d₂×r}, columns uᵢ, vᵢ) is fitted to n
+measurements yⱼ = ⟨M*, Aⱼ⟩. Dropout keeps unit i with probability θ and rescales it by 1/θ,
+λ = (1 − θ)/θ. With the empirical average Ê over the measurements,
+
+    L̂(U, V) = Ê (yⱼ − ⟨UVᵀ, Aⱼ⟩)²,        R̂(U, V) = Σᵢ Ê (uᵢᵀAⱼvᵢ)²,
+    L̂_drop(U, V) = Ê E_b (yⱼ − ⟨U diag(b/θ) Vᵀ, Aⱼ⟩)² = L̂ + λ R̂           (Proposition 3).
+
+Matrix completion measures Aⱼ = e_{aⱼ} e_{bⱼ}ᵀ with (aⱼ, bⱼ) drawn from a product law p ⊗ q; its
+population regularizer is R(U, V) = Σᵢ ‖diag(√p)uᵢ‖²‖diag(√q)vᵢ‖², and the induced regularizer
+Θ(M) = min_{UVᵀ = M} R(U, V) = ‖diag(√p) M diag(√q)‖²_* / r (Proposition 4, for rank M ≤ r);
+Gaussian measurements give R = Σᵢ‖uᵢ‖²‖vᵢ‖² and Θ = ‖M‖²_*/r (p = q = 𝟙).
+Completion problems are given by index vectors ``rows``, ``cols`` (never dense measurements).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import torch
+from scipy.stats import norm
+
+from . import checks
+from .equalizer import equalized_factors
+
+
+def _factors(U, V) -> tuple[np.ndarray, np.ndarray]:
+    U, V = checks.matrix(U, "U"), checks.matrix(V, "V")
+    if U.shape[1] != V.shape[1]:
+        raise ValueError(f"U and V must have the same number of columns, got {U.shape} and {V.shape}")
+    return U, V
+
+
+def _measurements(A, U, V) -> np.ndarray:
+    A = checks.matrix(A, "A", ndim=3)
+    if A.shape[1:] != (U.shape[0], V.shape[0]):
+        raise ValueError(f"A must have shape (n, {U.shape[0]}, {V.shape[0]}), got {A.shape}")
+    return A
+
+
+def _targets(y, n: int) -> np.ndarray:
+    y = checks.vector(y, "y")
+    if len(y) != n:
+        raise ValueError(f"y must have {n} entries (one per measurement), got {len(y)}")
+    return y
+
+
+def dropout_objective(U, V, A, y, theta: float) -> dict[str, float]:
+    """L̂ = Ê(yⱼ − ⟨UVᵀ, Aⱼ⟩)², R̂ = Σᵢ Ê(uᵢᵀAⱼvᵢ)² and L̂ + λR̂, λ = (1 − θ)/θ, for dense
+    measurements A (n, d₁, d₂): keys ``loss``, ``regularizer``, ``objective``."""
+    U, V = _factors(U, V)
+    A = _measurements(A, U, V)
+    y = _targets(y, len(A))
+    theta = checks.number(theta, "theta", minimum=0, maximum=1, open_minimum=True)
+    T = np.einsum("ai,jab,bi->ji", U, A, V)  # uᵢᵀAⱼvᵢ
+    loss = float(np.mean((y - T.sum(1)) ** 2))
+    reg = float(np.mean(np.sum(T**2, axis=1)))
+    return dict(loss=loss, regularizer=reg, objective=loss + (1 - theta) / theta * reg)
+
+
+def enumerated_dropout_loss(U, V, A, y, theta: float) -> float:
+    """Ê E_b (yⱼ − ⟨U diag(b/θ) Vᵀ, Aⱼ⟩)² by summing over all 2ʳ masks b ∈ {0, 1}ʳ with weights
+    θ^{|b|}(1 − θ)^{r − |b|}; each thinned product U diag(b/θ) Vᵀ is formed densely. r ≤ 16."""
+    U, V = _factors(U, V)
+    A = _measurements(A, U, V)
+    y = _targets(y, len(A))
+    theta = checks.number(theta, "theta", minimum=0, maximum=1, open_minimum=True)
+    r = U.shape[1]
+    if r > 16:
+        raise ValueError(f"U must have at most 16 columns for enumeration, got {r}")
+    total = 0.0
+    for bits in itertools.product((0.0, 1.0), repeat=r):
+        b = np.array(bits)
+        weight = theta ** b.sum() * (1 - theta) ** (r - b.sum())
+        if weight == 0:
+            continue
+        W = (U * (b / theta)) @ V.T
+        total += weight * np.mean((y - np.einsum("ab,jab->j", W, A)) ** 2)
+    return float(total)
+
+
+def sampled_dropout_losses(U, V, A, y, theta: float, masks) -> np.ndarray:
+    """Ê_j (yⱼ − ⟨U diag(b/θ) Vᵀ, Aⱼ⟩)² for each mask b (rows of ``masks``, shape (N, r), entries 0/1):
+    N values whose mean is an unbiased estimate of L̂_drop."""
+    U, V = _factors(U, V)
+    A = _measurements(A, U, V)
+    y = _targets(y, len(A))
+    theta = checks.number(theta, "theta", minimum=0, maximum=1, open_minimum=True)
+    masks = checks.matrix(masks, "masks")
+    if masks.shape[1] != U.shape[1]:
+        raise ValueError(f"masks must have {U.shape[1]} columns, got shape {masks.shape}")
+    T = np.einsum("ai,jab,bi->ij", U, A, V)  # (r, n)
+    return np.mean((y - (masks / theta) @ T) ** 2, axis=1)
+
+
+def completion_measurements(rows, cols, shape: tuple[int, int]) -> np.ndarray:
+    """Dense indicator measurements Aⱼ = e_{rowsⱼ} e_{colsⱼ}ᵀ, shape (n, d₁, d₂) (small problems only)."""
+    rows, cols, (d1, d2) = _entries(rows, cols, shape)
+    A = np.zeros((len(rows), d1, d2))
+    A[np.arange(len(rows)), rows, cols] = 1.0
+    return A
+
+
+def _entries(rows, cols, shape) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
+    shape = checks.shape(shape, "shape", minimum=1)
+    if len(shape) != 2:
+        raise checks.error("shape", "a pair (d₁, d₂)", shape)
+    rows, cols = checks.vector(rows, "rows"), checks.vector(cols, "cols")
+    if len(rows) != len(cols):
+        raise ValueError(f"rows and cols must have the same length, got {len(rows)} and {len(cols)}")
+    for values, name, size in ((rows, "rows", shape[0]), (cols, "cols", shape[1])):
+        if np.any(values != np.round(values)) or np.any(values < 0) or np.any(values >= size):
+            raise checks.error(name, f"integer indices in [0, {size})", values)
+    return rows.astype(np.int64), cols.astype(np.int64), shape
+
+
+def _marginal(p, size: int, name: str) -> np.ndarray:
+    if p is None:
+        return np.ones(size)
+    p = checks.vector(p, name)
+    if len(p) != size or np.any(p < 0):
+        raise checks.error(name, f"{size} non-negative weights (one per {'row' if name == 'p' else 'column'} of M)", p)
+    return p
+
+
+def population_regularizer(U, V, p=None, q=None) -> float:
+    """R(U, V) = Σᵢ ‖diag(√p)uᵢ‖² ‖diag(√q)vᵢ‖² (matrix completion under p ⊗ q); with p = q = None
+    the Gaussian-measurement case Σᵢ ‖uᵢ‖²‖vᵢ‖²."""
+    U, V = _factors(U, V)
+    p, q = _marginal(p, U.shape[0], "p"), _marginal(q, V.shape[0], "q")
+    return float(np.sum((p @ U**2) * (q @ V**2)))
+
+
+def weighted_nuclear_norm(M, p=None, q=None) -> float:
+    """‖diag(√p) M diag(√q)‖_* (the weighted trace norm); ‖M‖_* when p = q = None."""
+    M = checks.matrix(M, "M")
+    p, q = _marginal(p, M.shape[0], "p"), _marginal(q, M.shape[1], "q")
+    return float(np.linalg.svd(np.sqrt(p)[:, None] * M * np.sqrt(q)[None, :], compute_uv=False).sum())
+
+
+def induced_regularizer(M, width: int, p=None, q=None) -> float:
+    """Θ(M) = ‖diag(√p) M diag(√q)‖²_* / r (Proposition 4; Gaussian case ‖M‖²_*/r with p = q = None).
+    Θ is a minimum over factorizations of width r, so rank M ≤ r is required (ValueError otherwise)."""
+    M, width = checks.matrix(M, "M"), checks.integer(width, "width")
+    s = np.linalg.svd(M, compute_uv=False)
+    if len(s) > width and s[width] > max(M.shape) * np.finfo(float).eps * s[0]:
+        raise ValueError(f"M has rank greater than width = {width}: no factorization of that width exists")
+    return weighted_nuclear_norm(M, p, q) ** 2 / width
+
+
+def equalized_sensing_factors(M, width: int, p=None, q=None) -> tuple[np.ndarray, np.ndarray]:
+    """Factors with UVᵀ = M and R(U, V) = Θ(M): the equalized factors (Ū, V̄) of the weighted map
+    diag(√p) M diag(√q) (:func:`dropnb.equalizer.equalized_factors`), unweighted as
+    U = diag(1/√p) Ū, V = diag(1/√q) V̄. Needs p, q > 0 and rank M ≤ r."""
+    M, width = checks.matrix(M, "M"), checks.integer(width, "width")
+    p, q = _marginal(p, M.shape[0], "p"), _marginal(q, M.shape[1], "q")
+    if np.any(p <= 0) or np.any(q <= 0):
+        raise ValueError("p and q must be positive (the weights are inverted)")
+    Ub, Vb = equalized_factors(np.sqrt(p)[:, None] * M * np.sqrt(q)[None, :], width)
+    return Ub / np.sqrt(p)[:, None], Vb / np.sqrt(q)[:, None]
+
+
+def zipf_marginal(size: int, exponent: float, rng, uniform_weight: float = 0.0) -> np.ndarray:
+    """A permuted popularity law: (1 − w)·k^{−a}/Σk^{−a} + w/size over k = 1…size, a = ``exponent``,
+    w = ``uniform_weight``, the entries shuffled by ``rng``."""
+    size = checks.integer(size, "size")
+    exponent = checks.nonnegative(exponent, "exponent")
+    w = checks.number(uniform_weight, "uniform_weight", minimum=0, maximum=1)
+    rng = checks.generator(rng)
+    zipf = np.arange(1, size + 1, dtype=float) ** -exponent
+    law = (1 - w) * zipf / zipf.sum() + w / size
+    return rng.permutation(law)
+
+
+def sample_entries(p, q, n: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """n independent entries (a, b) ~ p ⊗ q (with replacement): row and column index vectors."""
+    p, q = checks.vector(p, "p"), checks.vector(q, "q")
+    for law, name in ((p, "p"), (q, "q")):
+        if np.any(law < 0) or abs(law.sum() - 1) > 1e-9:
+            raise checks.error(name, "a probability vector", law)
+    n, rng = checks.integer(n, "n"), checks.generator(rng)
+    return rng.choice(len(p), size=n, p=p), rng.choice(len(q), size=n, p=q)
+
+
+def nondegeneracy_ratio(p, q, n: int) -> float:
+    """n √(d₁d₂) min pᵢqₖ / log d₁: Theorem 20's condition min pᵢqₖ ≥ log d₁ / (n√(d₁d₂)) holds iff ≥ 1."""
+    p, q, n = checks.vector(p, "p"), checks.vector(q, "q"), checks.integer(n, "n")
+    if len(p) < 2:
+        raise checks.error("p", "at least two rows (log d₁ > 0)", p)
+    return float(n * np.sqrt(len(p) * len(q)) * p.min() * q.min() / np.log(len(p)))
+
+
+def rademacher_spectral_norms(rows, cols, p, q, signs) -> np.ndarray:
+    """‖diag(p)^{−1/2} Z_ζ diag(q)^{−1/2}‖ (spectral norm), Z_ζ = Σⱼ ζⱼ e_{rowsⱼ} e_{colsⱼ}ᵀ, one value per
+    sign vector ζ (rows of ``signs``, shape (N, n)). By nuclear–spectral duality the empirical
+    Rademacher complexity of the weighted-trace-norm ball {‖diag(√p) M diag(√q)‖²_* ≤ α} is
+    √α/n times their mean."""
+    p, q = checks.vector(p, "p"), checks.vector(q, "q")
+    rows, cols, _ = _entries(rows, cols, (len(p), len(q)))
+    signs = checks.matrix(signs, "signs")
+    if signs.shape[1] != len(rows):
+        raise ValueError(f"signs must have {len(rows)} columns (one per entry), got shape {signs.shape}")
+    if np.any(p <= 0) or np.any(q <= 0):
+        raise ValueError("p and q must be positive")
+    d1, d2 = len(p), len(q)
+    flat = rows * d2 + cols
+    weight = 1 / np.sqrt(p)[:, None] / np.sqrt(q)[None, :]
+    out = np.empty(len(signs))
+    for k, zeta in enumerate(signs):
+        Z = np.bincount(flat, weights=zeta, minlength=d1 * d2).reshape(d1, d2)
+        out[k] = np.linalg.norm(Z * weight, 2)
+    return out
+
+
+def theorem11_bound(train_loss: float, alpha: float, n: int, d1: int, delta: float) -> float:
+    """Right side of Theorem 11: L̂ + 8 √((2α d₁ log d₁ + ¼ log(2/δ)) / n)."""
+    train_loss, alpha = checks.nonnegative(train_loss, "train_loss"), checks.nonnegative(alpha, "alpha")
+    n, d1 = checks.integer(n, "n"), checks.integer(d1, "d1", minimum=2)
+    delta = checks.number(delta, "delta", minimum=0, maximum=1, open_minimum=True, open_maximum=True)
+    return train_loss + 8 * np.sqrt((2 * alpha * d1 * np.log(d1) + 0.25 * np.log(2 / delta)) / n)
+
+
+def clipped_gaussian_moments(mean, sd: float) -> tuple[np.ndarray, np.ndarray]:
+    """E y and E y² for y = clip(m + sd·ε, −1, 1), ε ~ N(0, 1), in closed form: with
+    a = (−1 − m)/sd, b = (1 − m)/sd, E y = Φ(a)·(−1) + (1 − Φ(b)) + m(Φ(b) − Φ(a)) + sd(φ(a) − φ(b)),
+    E y² = Φ(a) + 1 − Φ(b) + m²(Φ(b) − Φ(a)) + 2m·sd(φ(a) − φ(b)) + sd²(Φ(b) − Φ(a) + aφ(a) − bφ(b))."""
+    m = checks.matrix(mean, "mean", ndim=0, batched=True)
+    sd = checks.positive(sd, "sd")
+    a, b = (-1 - m) / sd, (1 - m) / sd
+    Pa, Pb, fa, fb = norm.cdf(a), norm.cdf(b), norm.pdf(a), norm.pdf(b)
+    first = -Pa + (1 - Pb) + m * (Pb - Pa) + sd * (fa - fb)
+    second = Pa + (1 - Pb) + m**2 * (Pb - Pa) + 2 * m * sd * (fa - fb) + sd**2 * (Pb - Pa + a * fa - b * fb)
+    return first, second
+
+
+def _batched_factors(U, V, names=("U", "V")) -> tuple[torch.Tensor, torch.Tensor]:
+    U, V = checks.tensor(U, names[0], ndim=3), checks.tensor(V, names[1], ndim=3)
+    if U.shape[0] != V.shape[0] or U.shape[2] != V.shape[2]:
+        raise ValueError(f"{names[0]} and {names[1]} must be (k, d₁, r) and (k, d₂, r) with the same k and r, "
+                         f"got {tuple(U.shape)} and {tuple(V.shape)}")
+    return U, V
+
+
+def _batched_weights(lam, k: int, like: torch.Tensor) -> torch.Tensor:
+    """λ as a (k, 1, 1) tensor: one number for all, or one per batch entry."""
+    lam = checks.weights(lam.detach().cpu().numpy() if isinstance(lam, torch.Tensor) else lam, "lam")
+    if lam.ndim > 1 or lam.size not in (1, k):
+        raise checks.error("lam", f"one number or {k} (one per batch entry)", lam)
+    return torch.as_tensor(np.array(lam, dtype=float), dtype=like.dtype, device=like.device).reshape(-1, 1, 1)
+
+
+def completion_objective(U, V, rows, cols, y, lam):
+    """L̂ + λR̂ for matrix completion, in torch, batched: U (k, d₁, r), V (k, d₂, r), λ (k,):
+    Ê(yⱼ − ⟨U_{aⱼ}, V_{bⱼ}⟩)² + λ Ê Σᵢ U_{aⱼi}² V_{bⱼi}², one value per batch entry (k,)."""
+    U, V = _batched_factors(U, V)
+    rows, cols, _ = _entries(rows, cols, (U.shape[1], V.shape[1]))
+    y = _targets(y, len(rows))
+    lam = _batched_weights(lam, U.shape[0], U).reshape(-1)
+    rows, cols = torch.as_tensor(rows, device=U.device), torch.as_tensor(cols, device=U.device)
+    Ua, Vb = U[:, rows, :], V[:, cols, :]
+    terms = Ua * Vb
+    loss = ((torch.as_tensor(y, dtype=U.dtype, device=U.device) - terms.sum(-1)) ** 2).mean(-1)
+    return loss + lam * (terms**2).sum(-1).mean(-1)
+
+
+def _entry_sums(rows, cols, y, shape, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Counts c_ab and sums s_ab of the targets of each entry, as dense (d₁, d₂) tensors."""
+    d1, d2 = shape
+    flat = np.asarray(rows, dtype=np.int64) * d2 + np.asarray(cols, dtype=np.int64)
+    counts = np.bincount(flat, minlength=d1 * d2).reshape(d1, d2)
+    sums = np.bincount(flat, weights=np.asarray(y, dtype=float), minlength=d1 * d2).reshape(d1, d2)
+    return (torch.as_tensor(counts, dtype=like.dtype, device=like.device),
+            torch.as_tensor(sums, dtype=like.dtype, device=like.device))
+
+
+def _dense_gradient(U, V, counts, sums, n: int, lam) -> tuple[torch.Tensor, torch.Tensor]:
+    E = (counts * (U @ V.transpose(1, 2)) - sums) * (2 / n)
+    gU = E @ V + lam * (2 / n) * U * (counts @ V**2)
+    gV = E.transpose(1, 2) @ U + lam * (2 / n) * V * (counts.T @ U**2)
+    return gU, gV
+
+
+def completion_gradient(U, V, rows, cols, y, lam) -> tuple[torch.Tensor, torch.Tensor]:
+    """∇_U and ∇_V of :func:`completion_objective` in closed form, batched, through the dense entry
+    counts C = (c_ab) and target sums S = (s_ab): with E = (2/n)(C ⊙ UVᵀ − S),
+    ∇_U = E V + (2λ/n) U ⊙ (C (V ⊙ V)),   ∇_V = Eᵀ U + (2λ/n) V ⊙ (Cᵀ (U ⊙ U))."""
+    U, V = _batched_factors(U, V)
+    rows, cols, _ = _entries(rows, cols, (U.shape[1], V.shape[1]))
+    y = _targets(y, len(rows))
+    lam = _batched_weights(lam, U.shape[0], U)
+    counts, sums = _entry_sums(rows, cols, y, (U.shape[1], V.shape[1]), U)
+    return _dense_gradient(U, V, counts, sums, len(rows), lam)
+
+
+def completion_descent(U0, V0, rows, cols, y, lam, steps: int, lr: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Full-batch gradient descent on :func:`completion_objective`, batched over the leading dimension
+    (one λ per batch entry), each row's step scaled by n / (its number of observed entries):
+    U ← U − η (n/c_a) ∇_U, V ← V − η (n/c_b) ∇_V (a diagonal preconditioner). Each step costs a few
+    batched products of dense (d₁ × d₂) matrices (:func:`completion_gradient`), whatever n is."""
+    U, V = _batched_factors(U0, V0, ("U0", "V0"))
+    U, V = U.detach().clone(), V.detach().clone()
+    steps, lr = checks.integer(steps, "steps", minimum=0), checks.positive(lr, "lr")
+    rows, cols, _ = _entries(rows, cols, (U.shape[1], V.shape[1]))
+    y = _targets(y, len(rows))
+    lam = _batched_weights(lam, U.shape[0], U)
+    n = len(rows)
+    counts, sums = _entry_sums(rows, cols, y, (U.shape[1], V.shape[1]), U)
+    row_scale = (n / counts.sum(1).clamp(min=1))[None, :, None]
+    col_scale = (n / counts.sum(0).clamp(min=1))[None, :, None]
+    for _ in range(steps):
+        gU, gV = _dense_gradient(U, V, counts, sums, n, lam)
+        U -= lr * row_scale * gU
+        V -= lr * col_scale * gV
+    return U, V
+
+
+def input_dropout_regularizer(M, A) -> float:
+    """Non-factorized sensing with dropout on the entries of vec(A): R(M) = Σₑ Ĉₑₑ Mₑ², Ĉ = Ê vec(Aⱼ)vec(Aⱼ)ᵀ
+    (a weighted ridge; the dropout objective is L̂(M) + λR(M))."""
+    M = checks.matrix(M, "M")
+    A = checks.matrix(A, "A", ndim=3)
+    if A.shape[1:] != M.shape:
+        raise ValueError(f"A must have shape (n, {M.shape[0]}, {M.shape[1]}) (that of M), got {A.shape}")
+    return float(np.sum(np.mean(A**2, axis=0) * M**2))
+
+
+def enumerated_input_dropout_loss(M, A, y, theta: float) -> float:
+    """Ê E_B (yⱼ − ⟨M, Aⱼ ⊙ B/θ⟩)² for dropout on the d₁d₂ entries of each measurement (one mask B
+    shared by the measurements of an average), summed over all 2^{d₁d₂} masks (d₁d₂ ≤ 16)."""
+    M = checks.matrix(M, "M")
+    A = checks.matrix(A, "A", ndim=3)
+    if A.shape[1:] != M.shape:
+        raise ValueError(f"A must have shape (n, {M.shape[0]}, {M.shape[1]}) (that of M), got {A.shape}")
+    y = _targets(y, len(A))
+    theta = checks.number(theta, "theta", minimum=0, maximum=1, open_minimum=True)
+    size = M.size
+    if size > 16:
+        raise ValueError(f"M must have at most 16 entries for enumeration, got {size}")
+    total = 0.0
+    for bits in itertools.product((0.0, 1.0), repeat=size):
+        B = np.array(bits).reshape(M.shape)
+        weight = theta ** B.sum() * (1 - theta) ** (size - B.sum())
+        if weight > 0:
+            total += weight * np.mean((y - np.einsum("ab,jab->j", M, A * (B / theta))) ** 2)
+    return float(total)
