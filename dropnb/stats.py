@@ -122,8 +122,10 @@ def t_statistic(differences, axis: int = -1) -> np.ndarray | float:
     (s the sample standard deviation): Student-t with n − 1 degrees of freedom when the
     differences are normal with mean 0. A paired comparison of independent runs tests with it."""
     d = checks.real_array(differences, "differences")
-    axis = checks.integer(axis, "axis", minimum=-max(d.ndim, 1), maximum=max(d.ndim - 1, 0))
-    if d.ndim == 0 or d.shape[axis] < 2 or not np.all(np.isfinite(d)):
+    axis = checks.integer(axis, "axis", minimum=None)
+    if not -d.ndim <= axis < d.ndim:
+        raise ValueError(f"differences must have an axis {axis}, got shape {d.shape}")
+    if d.shape[axis] < 2 or not np.all(np.isfinite(d)):
         raise ValueError(f"differences must hold at least two finite values along axis {axis}, got shape {d.shape}")
     spread = d.std(axis=axis, ddof=1)
     if np.any(spread == 0):

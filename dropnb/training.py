@@ -553,8 +553,9 @@ def completion_sgd(
     tensor = lambda a, kind=dtype: torch.as_tensor(a, device=device, dtype=kind)  # noqa: E731
     U, V = tensor(U0).clone(), tensor(V0).clone()
     rows_t, cols_t, values_t = tensor(rows, torch.int64), tensor(cols, torch.int64), tensor(values)
-    theta = tensor(retain)[:, None, None]
-    in_use = (torch.arange(width, device=device)[None, :] < tensor(widths, torch.int64)[:, None]).to(dtype)[:, None, :]
+    theta = torch.as_tensor(retain, device=device, dtype=torch.float32)[:, None, None]
+    in_use = torch.arange(width, device=device)[None, :] < tensor(widths, torch.int64)[:, None]
+    rescale = (in_use.to(dtype) / tensor(retain)[:, None])[:, None, :]  # 𝟙[k < width]/θ
     offsets_u = (torch.arange(runs, device=device) * n_rows)[:, None]
     offsets_v = (torch.arange(runs, device=device) * n_cols)[:, None]
 
@@ -563,13 +564,14 @@ def completion_sgd(
         a, c = offsets_u + rows_t[picked], offsets_v + cols_t[picked]
         U_flat, V_flat = U.view(-1, width), V.view(-1, width)
         u, v = U_flat[a], V_flat[c]
-        uniform = torch.rand(u.shape, generator=generator, device=device, dtype=torch.float32).to(dtype)
-        b = (uniform < theta) * in_use / theta
-        error = (u * b * v).sum(-1) - values_t[picked]
+        # Uniforms in float32 (half the cost of float64 draws on a CPU), compared with θ in float32.
+        b = (torch.rand(u.shape, generator=generator, device=device, dtype=torch.float32) < theta) * rescale
+        bv = b * v
+        error = (u * bv).sum(-1) - values_t[picked]
         scale = 2 * eta / batch_size
-        U_flat.index_add_(0, a.reshape(-1), (error[..., None] * b * v).reshape(-1, width), alpha=-scale)
-        V_flat.index_add_(0, c.reshape(-1), (error[..., None] * b * u).reshape(-1, width), alpha=-scale)
-        return error.pow(2).mean(-1)
+        U_flat.index_add_(0, a.reshape(-1), (error[..., None] * bv).reshape(-1, width), alpha=-scale)
+        V_flat.index_add_(0, c.reshape(-1), (error[..., None] * (b * u)).reshape(-1, width), alpha=-scale)
+        return error.square().mean(-1)
 
     return descend(dict(U=U, V=V), step, schedule, checkpoints=per_epoch * np.arange(epochs + 1), metrics=metrics,
                    progress=progress, description="completion SGD")
