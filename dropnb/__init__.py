@@ -25,7 +25,7 @@ Modules by concept:
   training on any device), :mod:`~dropnb.training` (dropout training of linear networks, batched
   over runs), :mod:`~dropnb.optimize` (L-BFGS
   with error certificates), :mod:`~dropnb.stats` (Monte-Carlo estimates), :mod:`~dropnb.data`
-  (synthetic and bundled data), :mod:`~dropnb.checks` (argument validators, one error format).
+  (synthetic and bundled data), :mod:`~dropnb.datasets` (MovieLens-100K and MNIST from pinned wheels), :mod:`~dropnb.checks` (argument validators, one error format).
 """
 
 from __future__ import annotations
