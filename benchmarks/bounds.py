@@ -48,6 +48,7 @@ def batched_against_loop(width: int, seeds: int, epochs: int) -> None:
     U0, V0 = starts(runs, [width] * runs, ratings.n_rows, ratings.n_cols, np.random.default_rng(1))
     args = (ratings.rows[train], ratings.cols[train], values[train])
     generator = torch.Generator().manual_seed(0)
+    training.completion_sgd(*args, U0[:1], V0[:1], 1.0, width, 50.0, 1, 2000, generator, progress=False)  # warm-up
     started = time.perf_counter()
     training.completion_sgd(*args, U0, V0, retain, width, 50.0, epochs, 2000, generator, progress=False)
     batched = (time.perf_counter() - started) / epochs
