@@ -21,15 +21,15 @@ Modules by concept:
   objectives), :mod:`~dropnb.networks` (critical points of linear networks),
   :mod:`~dropnb.factorization` (matrix factorization with weight decay of variable width),
   :mod:`~dropnb.homogeneous` (positively homogeneous networks and their certificates);
-* capacity: :mod:`~dropnb.relu` (two-layer ReLU networks: the dropout regularizer, retentivity,
-  exact Rademacher complexities in the plane, co-adaptation);
 * capacity: :mod:`~dropnb.sensing` (matrix sensing and completion with dropout, the weighted trace
-  norm and its Rademacher complexity);
+  norm and its Rademacher complexity), :mod:`~dropnb.relu` (two-layer ReLU networks: the dropout
+  regularizer, retentivity, exact Rademacher complexities in the plane, co-adaptation);
 * numerics: :mod:`~dropnb.engine` (the training engine: schedules, the descent loop, autograd
-  training on any device), :mod:`~dropnb.training` (dropout training of linear networks, batched
-  over runs), :mod:`~dropnb.optimize` (L-BFGS
-  with error certificates), :mod:`~dropnb.stats` (Monte-Carlo estimates), :mod:`~dropnb.data`
-  (synthetic and bundled data), :mod:`~dropnb.checks` (argument validators, one error format).
+  training on any device), :mod:`~dropnb.training` (dropout training of linear networks, of matrix
+  completion and of two-layer ReLU networks, batched over runs), :mod:`~dropnb.optimize` (L-BFGS
+  with error certificates), :mod:`~dropnb.stats` (Monte-Carlo estimates and tests),
+  :mod:`~dropnb.data` (synthetic and bundled data), :mod:`~dropnb.datasets` (MovieLens-100K and
+  MNIST from pinned wheels), :mod:`~dropnb.checks` (argument validators, one error format).
 """
 
 from __future__ import annotations

@@ -348,3 +348,31 @@ def finite_class_rademacher(G) -> float:
         raise ValueError(f"G must have at most 16 columns to enumerate the 2^n sign vectors, got {n}")
     signs = 1.0 - 2.0 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)
     return float(np.mean(np.max(signs @ G.T, axis=1)) / n)
+
+
+
+def outputs(u, V, X) -> np.ndarray:
+    """f(x) = Σⱼ uⱼ σ(vⱼᵀx) for every column x of X (d₀, n), u (…, d₁), V (…, d₀, d₁): shape (…, n)."""
+    u, V, X = checks.matrix(u, "u", ndim=1, batched=True), checks.matrix(V, "V", batched=True), checks.matrix(X, "X")
+    if V.shape[-2] != X.shape[0] or V.shape[:-2] + V.shape[-1:] != u.shape:
+        raise ValueError(f"V must be (…, {X.shape[0]}, d1) with u (…, d1), got shapes {V.shape} and {u.shape}")
+    hidden = np.maximum(np.swapaxes(V, -1, -2) @ X, 0.0)
+    return np.einsum("...j,...jn->...n", u, hidden)
+
+
+def clipped_squared_loss(u, V, X, y) -> np.ndarray | float:
+    """Ê (yᵢ − g(xᵢ))² with g = Π_[−1,1] ∘ f the clipped network (Arora et al. 2021, Section 4):
+    the squared loss the generalization bounds are stated for; X (d₀, n), y (n,); shape (…)."""
+    y = checks.matrix(y, "y", ndim=1)
+    f = outputs(u, V, X)
+    if f.shape[-1] != y.shape[0]:
+        raise ValueError(f"y must have one target per column of X ({f.shape[-1]}), got shape {y.shape}")
+    loss = np.mean((y - np.clip(f, -1.0, 1.0)) ** 2, axis=-1)
+    return float(loss) if loss.ndim == 0 else loss
+
+
+def symmetrized(X, rng: np.random.Generator) -> np.ndarray:
+    """The symmetrized sample: column i of X (d₀, n) multiplied by an independent Rademacher
+    sign ζᵢ, drawn once (Arora et al. 2021, Section 4: the data of Theorem 12)."""
+    X, rng = checks.matrix(X, "X"), checks.generator(rng, "rng")
+    return X * rng.choice((-1.0, 1.0), size=X.shape[1])

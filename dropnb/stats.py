@@ -7,7 +7,8 @@ from statistics import NormalDist
 from typing import Iterable
 
 import numpy as np
-from scipy.stats import beta
+from scipy.stats import beta, rankdata
+from scipy.stats import t as student_t
 
 from . import checks
 
@@ -128,3 +129,66 @@ def spearman_critical(count: int, level: float) -> float:
     rho = np.sort(1 - 6 * squares / (count * (count**2 - 1)))[::-1]
     allowed = [value for value in np.unique(rho) if np.mean(rho >= value - 1e-12) <= level]
     return float(min(allowed)) if allowed else 1.0 + 1e-12
+
+
+
+def t_statistic(differences, axis: int = -1) -> np.ndarray | float:
+    """The one-sample t statistic d̄/(s/√n) of n ≥ 2 independent differences along ``axis``
+    (s the sample standard deviation): Student-t with n − 1 degrees of freedom when the
+    differences are normal with mean 0. A paired comparison of independent runs tests with it."""
+    d = checks.real_array(differences, "differences")
+    axis = checks.integer(axis, "axis", minimum=None)
+    if not -d.ndim <= axis < d.ndim:
+        raise ValueError(f"differences must have an axis {axis}, got shape {d.shape}")
+    if d.shape[axis] < 2 or not np.all(np.isfinite(d)):
+        raise ValueError(f"differences must hold at least two finite values along axis {axis}, got shape {d.shape}")
+    spread = d.std(axis=axis, ddof=1)
+    if np.any(spread == 0):
+        raise ValueError("differences must not be all equal along the axis: the t statistic is undefined")
+    t = d.mean(axis=axis) / (spread / np.sqrt(d.shape[axis]))
+    return float(t) if np.ndim(t) == 0 else t
+
+
+def t_critical(count: int, level: float) -> float:
+    """The one-sided critical value of a t test on ``count`` independent differences at ``level``:
+    the (1 − level) quantile of Student's t with count − 1 degrees of freedom."""
+    count = checks.integer(count, "count", minimum=2)
+    level = checks.number(level, "level", minimum=0, maximum=1, open_minimum=True, open_maximum=True)
+    return float(student_t.ppf(1 - level, count - 1))
+
+
+def rank_correlation(x, y) -> np.ndarray | float:
+    """Spearman's ρ of x and y along the last axis (batched over leading axes): the Pearson
+    correlation of their ranks (average ranks for ties)."""
+    x, y = checks.real_array(x, "x"), checks.real_array(y, "y")
+    if x.shape != y.shape or x.ndim == 0 or x.shape[-1] < 3:
+        raise ValueError(f"x and y must have the same shape with at least 3 values along the last axis, "
+                         f"got {x.shape} and {y.shape}")
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
+        raise ValueError("x and y must be finite")
+    rx, ry = rankdata(x, axis=-1), rankdata(y, axis=-1)
+    rx, ry = rx - rx.mean(-1, keepdims=True), ry - ry.mean(-1, keepdims=True)
+    scale = np.sqrt((rx**2).sum(-1) * (ry**2).sum(-1))
+    if np.any(scale == 0):
+        raise ValueError("x and y must not be constant: the rank correlation is undefined")
+    rho = (rx * ry).sum(-1) / scale
+    return float(rho) if np.ndim(rho) == 0 else rho
+
+
+def bootstrap_rank_correlation(x, y, draws: int, rng: np.random.Generator,
+                               level: float) -> tuple[float, float, float]:
+    """Spearman's ρ between the cell means of x and y (cells, runs), and a two-sided percentile
+    bootstrap interval at ``level``: each of ``draws`` resamples draws the runs of every cell
+    with replacement (the same draw for x and y, which are measured on the same runs) and
+    recomputes ρ of the resampled means. Returns (ρ, lower, upper)."""
+    x, y = checks.matrix(x, "x"), checks.matrix(y, "y")
+    if x.shape != y.shape or x.shape[0] < 3 or x.shape[1] < 2:
+        raise ValueError(f"x and y must be (cells ≥ 3, runs ≥ 2) arrays of the same shape, got {x.shape} and {y.shape}")
+    draws, rng = checks.integer(draws, "draws"), checks.generator(rng, "rng")
+    level = checks.number(level, "level", minimum=0, maximum=1, open_minimum=True, open_maximum=True)
+    cells, runs = x.shape
+    picks = rng.integers(runs, size=(draws, cells, runs))
+    rows = np.arange(cells)[None, :, None]
+    rho = rank_correlation(x[rows, picks].mean(-1), y[rows, picks].mean(-1))
+    lower, upper = np.quantile(rho, [level / 2, 1 - level / 2])
+    return rank_correlation(x.mean(-1), y.mean(-1)), float(lower), float(upper)

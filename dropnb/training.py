@@ -397,3 +397,247 @@ def deep_dropout_sgd(
     parameters = {f"W{i + 1}": tensor(W) for i, W in enumerate(layers0)}
     return train(parameters, loss, Schedule.of(lr, steps), data=batch, checkpoints=checkpoints, metrics=metrics,
                  progress=progress, description="deep dropout SGD")
+
+
+def _check_runs(values, name: str, runs: int, check) -> np.ndarray:
+    """One value per run: a number (the same for all) or an array of shape (R,), each checked."""
+    array = np.broadcast_to(checks.real_array(values, name), (runs,)) if np.ndim(values) == 0 else None
+    if array is None:
+        array = checks.matrix(values, name, ndim=1)
+        if array.shape != (runs,):
+            raise ValueError(f"{name} must be one number or one per run ({runs}), got shape {array.shape}")
+    for value in array:
+        check(value, name)
+    return np.array(array, dtype=np.float64)
+
+
+def _check_widths(widths, runs: int, largest: int) -> np.ndarray:
+    def whole(value, name):
+        if value != np.round(value) or value < 1:
+            raise checks.error(name, "positive integers (units in use)", value)
+
+    widths = _check_runs(widths, "widths", runs, whole)
+    if np.any(widths > largest):
+        raise ValueError(f"widths must be at most the {largest} columns of the factors, got {widths.max():g}")
+    return widths.astype(np.int64)
+
+
+def _check_ratings(rows, cols, values, n_rows: int, n_cols: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Aligned observed entries: integer indices in range and finite values."""
+    rows, cols = checks.matrix(rows, "rows", ndim=1), checks.matrix(cols, "cols", ndim=1)
+    values = checks.matrix(values, "values", ndim=1)
+    if not rows.shape == cols.shape == values.shape:
+        raise ValueError(f"rows, cols and values must have one entry per rating, got shapes {rows.shape}, "
+                         f"{cols.shape} and {values.shape}")
+    for name, index, size in (("rows", rows, n_rows), ("cols", cols, n_cols)):
+        if np.any(index != np.round(index)) or index.min() < 0 or index.max() >= size:
+            raise ValueError(f"{name} must be integer indices in [0, {size}), got values from {index.min():g} "
+                             f"to {index.max():g}")
+    return rows.astype(np.int64), cols.astype(np.int64), values
+
+
+def _check_factors(U0, V0) -> tuple[np.ndarray, np.ndarray]:
+    U0, V0 = checks.matrix(U0, "U0", ndim=3), checks.matrix(V0, "V0", ndim=3)
+    if U0.shape[0] != V0.shape[0] or U0.shape[2] != V0.shape[2]:
+        raise ValueError(f"U0 and V0 must be (R, rows, d) and (R, cols, d), got {U0.shape} and {V0.shape}")
+    return U0, V0
+
+
+def completion_metrics(sets: dict, retain, objective: str | None = None, chunk: int = 2**22) -> Metrics:
+    """Metrics of R factorizations UVᵀ (state ``U`` (R, n_rows, d), ``V`` (R, n_cols, d)) on sets
+    of observed entries, per run, in float64 on any device: for each ``name`` in ``sets`` (a
+    mapping of names to ``(rows, cols, values)``), ``<name>_rmse`` = (Ê (y − (UVᵀ)_{ac})²)^{1/2};
+    for the set named ``objective`` also ``<name>_objective`` = L̂ + λR̂, the closed form of the
+    dropout objective (Arora et al. 2021, eq. 4.2) with R̂ = Ê Σₖ U_{ak}²V_{ck}² and λ = (1 − θ)/θ
+    of each run (``retain``: one θ or one per run).
+    Entries are processed in chunks of about ``chunk`` numbers."""
+    if not isinstance(sets, dict) or not sets:
+        raise checks.error("sets", "a non-empty mapping of names to (rows, cols, values)", sets)
+    checked = {}
+    for name, entries in sets.items():
+        checks.text(name, "sets")
+        if not isinstance(entries, (tuple, list)) or len(entries) != 3:
+            raise checks.error("sets", "a mapping of names to (rows, cols, values) triples", entries)
+        rows, cols, values = (checks.matrix(a, "sets", ndim=1) for a in entries)
+        checked[name] = _check_ratings(rows, cols, values, int(rows.max()) + 1, int(cols.max()) + 1)
+    retain_array = checks.real_array(retain, "retain")
+    for value in retain_array.reshape(-1):
+        checks.probability(value, "retain")
+    if retain_array.ndim > 1 or retain_array.size == 0:
+        raise checks.error("retain", "one retain probability or one per run", retain)
+    chunk = checks.integer(chunk, "chunk")
+    if objective is not None and objective not in checked:
+        raise checks.error("objective", f"None or one of the sets {sorted(checked)}", objective)
+    constants = {}
+
+    def metrics(state: State) -> dict[str, torch.Tensor]:
+        U, V = state["U"], state["V"]
+        runs, n_rows, width = U.shape
+        device = U.device
+        if not constants:
+            for name, (rows, cols, values) in checked.items():
+                constants[name] = tuple(torch.as_tensor(a, device=device) for a in (rows, cols, values))
+            theta = torch.as_tensor(retain_array, device=device, dtype=torch.float64)
+            constants["lam"] = (1 - theta) / theta
+        out = {}
+        offsets_u = (torch.arange(runs, device=device) * n_rows)[:, None]
+        offsets_v = (torch.arange(runs, device=device) * V.shape[1])[:, None]
+        U_flat, V_flat = U.reshape(-1, width), V.reshape(-1, width)
+        step = max(1, chunk // (runs * width))
+        for name in checked:
+            rows, cols, values = constants[name]
+            squared = torch.zeros(runs, dtype=torch.float64, device=device)
+            penalty = torch.zeros(runs, dtype=torch.float64, device=device)
+            for start in range(0, len(values), step):
+                u = U_flat[offsets_u + rows[start:start + step]].double()
+                v = V_flat[offsets_v + cols[start:start + step]].double()
+                squared += ((u * v).sum(-1) - values[start:start + step]).square().sum(-1)
+                if name == objective:
+                    penalty += (u * v).square().sum((-1, -2))
+            n = len(values)
+            out[f"{name}_rmse"] = (squared / n).sqrt()
+            if name == objective:
+                out[f"{name}_objective"] = squared / n + constants["lam"] * penalty / n
+        return out
+
+    return metrics
+
+
+def completion_sgd(
+    rows: np.ndarray,
+    cols: np.ndarray,
+    values: np.ndarray,
+    U0: np.ndarray,
+    V0: np.ndarray,
+    retain,
+    widths,
+    lr,
+    epochs: int,
+    batch_size: int,
+    generator: torch.Generator,
+    metrics: Metrics | None = None,
+    progress: bool = True,
+) -> Run:
+    """Dropout SGD for matrix completion, R runs (any mix of dropout rates and widths) as one
+    tensor program on the generator's device (float64 on the CPU, float32 on a GPU).
+
+    The model predicts entry (a, c) by (UVᵀ)_{ac} = Σₖ U_{ak}V_{ck}; run ρ uses the first
+    ``widths[ρ]`` of the d columns of U0 (R, n_rows, d) and V0 (R, n_cols, d) (the others are
+    never used or changed) and keeps each of them with probability θ = ``retain[ρ]``. Each step
+    draws for every run its own minibatch of B = ``batch_size`` of the n observed entries
+    (``rows``, ``cols``, ``values``), uniformly with replacement (an epoch is ⌈n/B⌉ steps), masks bₖ ~ Bernoulli(θ) per entry and unit, forms the thinned error
+    e = Σₖ U_{ak}(bₖ/θ)V_{ck} − y and takes a step on the minibatch loss (1/B) Σ e²:
+    U_{a·} ← U_{a·} − ηₜ(2/B) Σ e (b/θ) ⊙ V_{c·}, V_{c·} likewise with the old U (scattered with
+    ``index_add_``). Given the weights, every minibatch loss is unbiased for the dropout objective L̂ + λR̂ of :func:`completion_metrics` (Arora et al. 2021, eq. 4.2).
+    ``lr``: a constant step size or a :class:`dropnb.engine.Schedule` of epochs × steps per
+    epoch steps. Checkpoints: the start and every epoch's end. State ``U``, ``V``.
+    """
+    U0, V0 = _check_factors(U0, V0)
+    rows, cols, values = _check_ratings(rows, cols, values, U0.shape[1], V0.shape[1])
+    runs, n_rows, width = U0.shape
+    n_cols = V0.shape[1]
+    retain = _check_runs(retain, "retain", runs, checks.probability)
+    widths = _check_widths(widths, runs, width)
+    epochs, batch_size = checks.integer(epochs, "epochs"), checks.integer(batch_size, "batch_size")
+    generator = checks.torch_generator(generator)
+    checks.flag(progress, "progress")
+    if not (np.all(np.isfinite(U0)) and np.all(np.isfinite(V0))):
+        raise ValueError("U0 and V0 must be finite")
+    n = len(values)
+    per_epoch = -(-n // batch_size)
+    schedule = Schedule.of(lr, epochs * per_epoch)
+    device = generator.device
+    dtype = _dtype(device)
+    tensor = lambda a, kind=dtype: torch.as_tensor(a, device=device, dtype=kind)  # noqa: E731
+    U, V = tensor(U0).clone(), tensor(V0).clone()
+    rows_t, cols_t, values_t = tensor(rows, torch.int64), tensor(cols, torch.int64), tensor(values)
+    theta = torch.as_tensor(retain, device=device, dtype=torch.float32)[:, None, None]
+    in_use = torch.arange(width, device=device)[None, :] < tensor(widths, torch.int64)[:, None]
+    rescale = (in_use.to(dtype) / tensor(retain)[:, None])[:, None, :]  # 𝟙[k < width]/θ
+    offsets_u = (torch.arange(runs, device=device) * n_rows)[:, None]
+    offsets_v = (torch.arange(runs, device=device) * n_cols)[:, None]
+
+    def step(t: int, eta: float) -> torch.Tensor:
+        picked = torch.randint(n, (runs, batch_size), generator=generator, device=device)
+        a, c = offsets_u + rows_t[picked], offsets_v + cols_t[picked]
+        U_flat, V_flat = U.view(-1, width), V.view(-1, width)
+        u, v = U_flat[a], V_flat[c]
+        # Uniforms in float32 (half the cost of float64 draws on a CPU), compared with θ in float32.
+        b = (torch.rand(u.shape, generator=generator, device=device, dtype=torch.float32) < theta) * rescale
+        bv = b * v
+        error = (u * bv).sum(-1) - values_t[picked]
+        scale = 2 * eta / batch_size
+        U_flat.index_add_(0, a.reshape(-1), (error[..., None] * bv).reshape(-1, width), alpha=-scale)
+        V_flat.index_add_(0, c.reshape(-1), (error[..., None] * (b * u)).reshape(-1, width), alpha=-scale)
+        return error.square().mean(-1)
+
+    return descend(dict(U=U, V=V), step, schedule, checkpoints=per_epoch * np.arange(epochs + 1), metrics=metrics,
+                   progress=progress, description="completion SGD")
+
+
+def relu_dropout_training(
+    X: np.ndarray,
+    y: np.ndarray,
+    u0: np.ndarray,
+    V0: np.ndarray,
+    retain,
+    widths,
+    lr,
+    epochs: int,
+    batch_size: int,
+    generator: torch.Generator,
+    optimizer: str = "adam",
+    progress: bool = True,
+) -> Run:
+    """Dropout training of R two-layer ReLU networks x ↦ Σₖ uₖ σ(vₖᵀx) (no biases) on the squared
+    loss, all runs (any mix of dropout rates and widths) as one tensor program on the generator's
+    device (float64 on the CPU, float32 on a GPU), through :func:`dropnb.engine.train`.
+
+    X (d₀, n): the training inputs as columns, y (n,) their targets; u0 (R, d), V0 (R, d₀, d): the
+    initial weights, of which run ρ uses the first ``widths[ρ]`` units, each kept with probability
+    θ = ``retain[ρ]``. Each epoch draws for every run its own random order of the n samples; each
+    step takes the next B of them (the last step of an epoch the rest), masks bₖ ~ Bernoulli(θ)
+    per sample and unit, and updates with ``optimizer`` (``"adam"`` or ``"sgd"``, step size
+    ``lr``) on the minibatch loss (1/B) Σ (y − Σₖ uₖ(bₖ/θ)σ(vₖᵀx))². Checkpoints: the start and
+    the end. State ``u``, ``V``."""
+    X = checks.matrix(X, "X")
+    y = checks.matrix(y, "y", ndim=1)
+    if y.shape != (X.shape[1],):
+        raise ValueError(f"y must have one target per column of X ({X.shape[1]}), got shape {y.shape}")
+    u0, V0 = checks.matrix(u0, "u0", ndim=2), checks.matrix(V0, "V0", ndim=3)
+    if u0.shape[0] != V0.shape[0] or u0.shape[1] != V0.shape[2] or V0.shape[1] != X.shape[0]:
+        raise ValueError(f"u0 and V0 must be (R, d) and (R, {X.shape[0]}, d), got {u0.shape} and {V0.shape}")
+    runs, width = u0.shape
+    retain = _check_runs(retain, "retain", runs, checks.probability)
+    widths = _check_widths(widths, runs, width)
+    epochs, batch_size = checks.integer(epochs, "epochs"), checks.integer(batch_size, "batch_size")
+    generator = checks.torch_generator(generator)
+    optimizer = checks.choice(optimizer, "optimizer", ("adam", "sgd"))
+    checks.flag(progress, "progress")
+    n = X.shape[1]
+    per_epoch = -(-n // batch_size)
+    device = generator.device
+    dtype = _dtype(device)
+    tensor = lambda a, kind=dtype: torch.as_tensor(a, device=device, dtype=kind)  # noqa: E731
+    inputs, targets = tensor(X.T), tensor(y)
+    theta = tensor(retain)[:, None, None]
+    in_use = (torch.arange(width, device=device)[None, :] < tensor(widths, torch.int64)[:, None]).to(dtype)[:, None, :]
+    order = {}
+
+    def batch(t: int) -> tuple[torch.Tensor, torch.Tensor]:
+        j = t % per_epoch
+        if j == 0:
+            order["now"] = torch.argsort(torch.rand((runs, n), generator=generator, device=device), dim=1)
+        picked = order["now"][:, j * batch_size:(j + 1) * batch_size]
+        uniform = torch.rand((runs, picked.shape[1], width), generator=generator, device=device, dtype=torch.float32)
+        return picked, (uniform.to(dtype) < theta) * in_use / theta
+
+    def loss(state: State, drawn) -> torch.Tensor:
+        picked, masks = drawn
+        hidden = torch.relu(torch.bmm(inputs[picked], state["V"]))
+        out = (hidden * masks * state["u"][:, None, :]).sum(-1)
+        return (targets[picked] - out).pow(2).mean(-1)
+
+    steps = epochs * per_epoch
+    return train(dict(u=tensor(u0), V=tensor(V0)), loss, Schedule.of(lr, steps), data=batch, optimizer=optimizer,
+                 checkpoints=[0, steps], progress=progress, description="ReLU dropout training")

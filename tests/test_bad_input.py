@@ -65,6 +65,8 @@ OUT_OF_SCOPE = {
     "shrinkage.Optimum": "result record built by shrinkage.global_optimum",
     "structured.DropBlockBound": "result record built by structured.dropblock_bound",
     "masks.MaskDistribution": "abstract base class (its methods are tested on each distribution)",
+    "datasets.DataUnavailable": "exception type",
+    "datasets.Ratings": "result record built by datasets.movielens_100k",
 }
 
 
@@ -126,6 +128,8 @@ TORCH_LAYERS = [T(W) for W in LAYERS]
 RECORD = dict(id="page.claim", chapter="page", page="page", kind="claim", source="Lemma 1", statement="a = b",
               measured=1.0, target=1.0, comparison="close", tolerance=0.1, basis="rounding", passed=True,
               profile="quick", seconds=0.1, device="cpu", printed=None, printed_target=None, seed=0)
+RATINGS = (np.array([0, 2, 1]), np.array([1, 0, 1]), np.array([0.5, -1.0, 2.0]))  # rows, cols, values
+INIT_SHA = __import__("hashlib").sha256((Path(dropnb.__file__)).read_bytes()).hexdigest()
 TMP = Path(tempfile.mkdtemp(prefix="dropnb-bad-input-"))  # claims and goldens written by the examples
 atexit.register(shutil.rmtree, TMP, True)
 
@@ -341,6 +345,17 @@ EXAMPLES.update({
     "sensing.input_dropout_regularizer": dict(M=M, A=np.stack([M, 2 * M, -M])),
     "sensing.enumerated_input_dropout_loss": dict(M=M, A=np.stack([M, 2 * M, -M]), y=np.array([1.0, 0.5, -0.2]),
                                                   theta=0.5),
+
+
+
+    "relu.outputs": dict(u=np.array([1.0, -2.0]), V=V[:2], X=X2),
+    "relu.clipped_squared_loss": dict(u=np.array([1.0, -2.0]), V=V[:2], X=X2, y=Y1[0]),
+    "relu.symmetrized": dict(X=X2, rng=rng()),
+    # datasets
+    "datasets.package_file": dict(package="dropnb", relative="__init__.py", sha256=INIT_SHA),
+    "datasets.movielens_100k": dict(verbose=False),
+    "datasets.mnist_5k": dict(verbose=False),
+    "datasets.random_split": dict(n=10, fractions=np.array([0.5, 0.3]), rng=rng()),
     # homogeneous
     "homogeneous.check_data": dict(X=X2, Y=Y1),
     "homogeneous.check_weights": dict(W1=W1, W2=W2, n0=2, n2=1),
@@ -514,6 +529,12 @@ EXAMPLES.update({
     "stats.StreamingMean.add": dict(self=Fresh(stats.StreamingMean), samples=np.array([1.0, 2.0])),
     "stats.streaming_mean": dict(chunks=[np.array([1.0, 2.0]), np.array([3.0])]),
     "stats.chunk_sizes": dict(total=10, chunk=4),
+    "stats.t_statistic": dict(differences=np.array([[1.0, 0.5, 0.7], [0.3, 0.2, 0.6]]), axis=1),
+    "stats.t_critical": dict(count=10, level=1e-3),
+    "stats.rank_correlation": dict(x=np.array([1.0, 3.0, 2.0, 5.0]), y=np.array([0.5, 0.7, 0.6, 2.0])),
+    "stats.bootstrap_rank_correlation": dict(x=np.array([[1.0, 1.2], [2.0, 2.1], [3.0, 2.9], [4.0, 4.4]]),
+                                             y=np.array([[0.1, 0.3], [0.5, 0.4], [0.9, 1.0], [1.2, 1.1]]), draws=50,
+                                             rng=rng(), level=0.05),
     "stats.binomial_upper": dict(successes=3, trials=10, level=1e-3),
     "stats.spearman_critical": dict(count=5, level=0.05),
     "stats.simultaneous_z": dict(count=10, level=1e-3),
@@ -541,6 +562,13 @@ EXAMPLES.update({
     "threads.set_defaults": dict(),
     # training
     "training.objective_metrics": dict(M=M, mask=BERNOULLI, S=S),
+    "training.completion_metrics": dict(sets=dict(train=RATINGS), retain=np.array([0.5, 0.8]), objective="train", chunk=64),
+    "training.completion_sgd": dict(rows=RATINGS[0], cols=RATINGS[1], values=RATINGS[2], U0=V[None], V0=U[None],
+                                    retain=0.5, widths=2, lr=0.01, epochs=2, batch_size=2, generator=tgen(),
+                                    progress=False),
+    "training.relu_dropout_training": dict(X=X2, y=Y1[0], u0=np.array([[1.0, -0.5]]), V0=U[None], retain=0.5, widths=2,
+                                           lr=0.01, epochs=2, batch_size=2, generator=tgen(), optimizer="sgd",
+                                           progress=False),
     "training.algorithm1": dict(M=M, U0=U[None], V0=V[None], mask=BERNOULLI, lr=0.01, steps=3, generator=tgen(),
                                 input_factor=S, batch_size=2, progress=False),
     "training.dropconnect_sgd": dict(M=M, U0=U[None], V0=V[None], retain=0.5, lr=0.01, steps=3, generator=tgen(),
@@ -656,6 +684,7 @@ ACCEPTED = {
     ("linear.flat_objective", "mask", "none"): "mask is optional: None means Bernoulli dropout of weight lam",
     ("stats.self_normalized_z", "differences", "zero_d"): "a single difference d gives d/|d|",
     ("stats.self_normalized_z", "axis", "negative"): "numpy axes count from the end",
+    ("stats.t_statistic", "axis", "negative"): "numpy axes count from the end",
     ("stats.streaming_mean", "chunks", "one"): "a single chunk is a valid stream",
     ("stats.streaming_mean", "chunks", "empty"): "no chunk: an empty estimate (its mean then refuses)",
     ("render.readable", "value", "nan"): "a renderer shows every real number: NaN reads 'NaN'",
@@ -692,6 +721,7 @@ WIDER = {
                                    "homogeneous.outputs:X", "homogeneous.relu_dictionary:X", "homogeneous.unit_outputs:X",
                                    "rounding.relu_gamma:X", "stats.StreamingMean.add:samples",
                                    "stats.self_normalized_z:differences", "engine.check_checkpoints:checkpoints",
+                                   "stats.t_statistic:differences",
                                    "deep.sampled_regularizer:input_factor", "landscape.critical_point_search:starts",
                                    "homogeneous.largest_gap:angles", "rounding.relu_magnitude:X",
                                    "rounding.factorization_operations:Y", "stats.streaming_mean:chunks",
@@ -714,7 +744,7 @@ WIDER = {
                                  "rounding.relu_gamma:W1", "rounding.factorization_operations:U",
                                  "relu.activation_scales:V"],
     "a sample of any size n": ["relu.activation_scales:X", "relu.dropout_regularizer:X", "relu.mahalanobis_norm:X",
-                               "relu.finite_class_rademacher:G"],
+                               "relu.finite_class_rademacher:G", "relu.outputs:X", "relu.symmetrized:X"],
     "a linear function of any input dimension": ["relu.linear_as_relu:w"],
 }
 for _reason, _pairs in WIDER.items():

@@ -421,6 +421,20 @@ PLANTED_BUGS = {
         " _S.__dict__)",
         "bounds.theorem11.population-estimates",
     ),
+    "completion SGD keeps units without rescaling them by 1/θ": (
+        "bounds-experiments",
+        "import inspect, dropnb.training as _T\n"
+        "exec(inspect.getsource(_T.completion_sgd).replace('(in_use.to(dtype) / tensor(retain)[:, None])[:, None, :]',"
+        " 'in_use.to(dtype)[:, None, :]'), _T.__dict__)",
+        "bounds.movielens.engine-objective",
+    ),
+    "the ReLU networks trained without their dropout masks": (
+        "bounds-experiments",
+        "import inspect, dropnb.training as _T\n"
+        "exec(inspect.getsource(_T.relu_dropout_training).replace('hidden * masks * state', 'hidden * state'),"
+        " _T.__dict__)",
+        "bounds.mnist.coadaptation-falls-with-rate",
+    ),
 }
 
 

@@ -108,3 +108,22 @@ def test_linear_as_relu_implements_the_linear_function():
 def test_finite_class_rademacher_of_small_classes():
     assert relu.finite_class_rademacher(np.ones((1, 4))) == pytest.approx(0.0, abs=1e-16)
     assert relu.finite_class_rademacher(np.array([[1.0, 1.0], [-1.0, -1.0]])) == pytest.approx(0.5)
+
+
+
+def test_outputs_and_clipped_loss_of_a_batch_of_networks():
+    rng = np.random.default_rng(2)
+    u, V, X = rng.standard_normal((2, 4)), rng.standard_normal((2, 3, 4)), rng.standard_normal((3, 7))
+    y = rng.choice((-1.0, 1.0), 7)
+    expected = np.array([[u[k] @ np.maximum(V[k].T @ X[:, i], 0) for i in range(7)] for k in range(2)])
+    np.testing.assert_allclose(relu.outputs(u, V, X), expected, rtol=1e-13)
+    loss = np.mean((y - np.clip(expected, -1, 1)) ** 2, axis=1)
+    np.testing.assert_allclose(relu.clipped_squared_loss(u, V, X, y), loss, rtol=1e-13)
+
+
+def test_symmetrized_flips_whole_columns():
+    X = np.random.default_rng(3).standard_normal((3, 50))
+    S = relu.symmetrized(X, np.random.default_rng(0))
+    signs = S[0] / X[0]
+    assert set(np.round(signs).tolist()) == {-1.0, 1.0}
+    np.testing.assert_array_equal(S, X * signs)

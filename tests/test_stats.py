@@ -70,3 +70,31 @@ def test_streaming_mean_equals_the_one_pass_mean_and_standard_error():
     assert estimate.count == 1000
     np.testing.assert_allclose(estimate.mean, samples.mean(axis=0), rtol=1e-13, atol=1e-15)
     np.testing.assert_allclose(estimate.standard_error, samples.std(axis=0, ddof=1) / np.sqrt(1000), rtol=1e-12)
+
+
+def test_t_statistic_and_critical_value_match_scipy():
+    from scipy import stats as sps
+
+    d = np.random.default_rng(3).normal(0.3, 1.0, size=(4, 9))
+    np.testing.assert_allclose(stats.t_statistic(d, axis=1), sps.ttest_1samp(d, 0.0, axis=1).statistic, rtol=1e-12)
+    assert stats.t_critical(9, 0.01) == pytest.approx(sps.t.ppf(0.99, 8), rel=1e-12)
+    with pytest.raises(ValueError, match="differences"):
+        stats.t_statistic([1.0, 1.0])
+
+
+def test_rank_correlation_is_spearman():
+    from scipy import stats as sps
+
+    rng = np.random.default_rng(4)
+    x, y = rng.standard_normal(12), rng.standard_normal(12)
+    y[3] = y[5]  # a tie
+    assert stats.rank_correlation(x, y) == pytest.approx(sps.spearmanr(x, y).statistic, rel=1e-12)
+    assert stats.rank_correlation(x, 2 * x + 1) == pytest.approx(1.0)
+
+
+def test_bootstrap_rank_correlation_brackets_a_clear_trend():
+    rng = np.random.default_rng(5)
+    trend = np.arange(8.0)[:, None]
+    x, y = trend + 0.1 * rng.standard_normal((8, 5)), trend + 0.1 * rng.standard_normal((8, 5))
+    rho, lower, upper = stats.bootstrap_rank_correlation(x, y, 500, np.random.default_rng(0), 0.05)
+    assert lower <= rho <= upper and lower > 0.9

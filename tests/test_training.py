@@ -475,3 +475,51 @@ def test_deep_dropout_sgd_rejects_bad_input(kwargs, match):
     arguments.update(kwargs)
     with pytest.raises(ValueError, match=match):
         training.deep_dropout_sgd(**arguments)
+
+
+def test_completion_sgd_step_is_the_gradient_of_the_squared_error():
+    """One rating, θ = 1: every minibatch repeats it, so one step is U_a ← U_a − 2η e V_c (and V
+    likewise with the old U); the unit beyond the run's width never moves."""
+    rng = np.random.default_rng(0)
+    U0, V0 = rng.standard_normal((1, 3, 4)), rng.standard_normal((1, 2, 4))
+    U0[..., 3] = V0[..., 3] = 0.5
+    eta, y = 0.01, 0.7
+    run = training.completion_sgd([1], [0], [y], U0, V0, 1.0, 3, eta, 1, 5, torch.Generator().manual_seed(0),
+                                  progress=False)
+    u, v = U0[0, 1, :3], V0[0, 0, :3]
+    e = u @ v - y
+    np.testing.assert_allclose(run.final["U"][0, 1, :3], u - 2 * eta * e * v, rtol=1e-13)
+    np.testing.assert_allclose(run.final["V"][0, 0, :3], v - 2 * eta * e * u, rtol=1e-13)
+    np.testing.assert_array_equal(run.final["U"][0, :, 3], U0[0, :, 3])
+    np.testing.assert_array_equal(np.delete(run.final["U"][0], 1, axis=0), np.delete(U0[0], 1, axis=0))
+
+
+def test_completion_metrics_are_the_rmse_and_the_dropout_objective():
+    rng = np.random.default_rng(1)
+    U, V = rng.standard_normal((2, 4, 3)), rng.standard_normal((2, 5, 3))
+    rows, cols, y = np.array([0, 1, 3, 3]), np.array([4, 0, 2, 1]), rng.standard_normal(4)
+    out = training.completion_metrics({"a": (rows, cols, y)}, [0.5, 0.8], objective="a", chunk=7)(
+        dict(U=torch.tensor(U), V=torch.tensor(V)))
+    for k, theta in enumerate((0.5, 0.8)):
+        pred = np.einsum("nk,nk->n", U[k, rows], V[k, cols])
+        penalty = np.mean(np.sum(U[k, rows] ** 2 * V[k, cols] ** 2, axis=1))
+        assert out["a_rmse"][k].item() == pytest.approx(np.sqrt(np.mean((pred - y) ** 2)), rel=1e-13)
+        assert out["a_objective"][k].item() == pytest.approx(np.mean((pred - y) ** 2) + (1 - theta) / theta * penalty,
+                                                             rel=1e-13)
+
+
+def test_relu_dropout_training_full_batch_sgd_is_gradient_descent():
+    """θ = 1, the whole sample as one minibatch: one step of SGD on the mean squared loss."""
+    rng = np.random.default_rng(2)
+    X, y = rng.standard_normal((3, 6)), rng.standard_normal(6)
+    u0, V0 = rng.standard_normal((1, 4)), rng.standard_normal((1, 3, 4))
+    eta = 0.05
+    run = training.relu_dropout_training(X, y, u0, V0, 1.0, 4, eta, 1, 6, torch.Generator().manual_seed(0),
+                                         optimizer="sgd", progress=False)
+    pre = V0[0].T @ X
+    hidden = np.maximum(pre, 0)
+    error = u0[0] @ hidden - y
+    grad_u = 2 * hidden @ error / 6
+    grad_V = 2 * X @ ((pre > 0) * np.outer(u0[0], error)).T / 6
+    np.testing.assert_allclose(run.final["u"][0], u0[0] - eta * grad_u, rtol=1e-12)
+    np.testing.assert_allclose(run.final["V"][0], V0[0] - eta * grad_V, rtol=1e-12)
