@@ -560,30 +560,39 @@ def completion_sgd(
     offsets_u = (torch.arange(runs, device=device) * n_rows)[:, None]
     offsets_v = (torch.arange(runs, device=device) * n_cols)[:, None]
 
-    # On a CPU, the runs go through a step in blocks whose (runs, B, d) intermediates fit in the cache
-    # (about 2¹⁶ numbers); runs touch disjoint rows of the stacked factors, and the masks of the blocks
-    # are consecutive draws of one stream, so the blocks compute what one batch of all runs would.
-    block = runs if device.type != "cpu" else max(1, _CPU_BLOCK // (batch_size * width))
+    # On a CPU, the runs go through a step in blocks of consecutive runs of one width whose (runs, B,
+    # width) intermediates fit in the cache (about 2¹⁶ numbers), each block on its own columns only (no
+    # zero-padding): runs touch disjoint rows of the stacked factors, and the masks of the blocks are
+    # consecutive draws of one stream, so any such blocking computes the same; on a GPU, one block.
     U_flat, V_flat = U.view(-1, width), V.view(-1, width)
+    if device.type == "cpu":
+        blocks, start = [], 0
+        for r in range(1, runs + 1):
+            if r == runs or widths[r] != widths[start] or (r + 1 - start) * batch_size * widths[start] > _CPU_BLOCK:
+                blocks.append((start, r, int(widths[start])))
+                start = r
+    else:
+        blocks = [(0, runs, width)]
 
     def step(t: int, eta: float) -> torch.Tensor:
         picked = torch.randint(n, (runs, batch_size), generator=generator, device=device)
         a_all, c_all = offsets_u + rows_t[picked], offsets_v + cols_t[picked]
         targets, losses = values_t[picked], []
-        for r in range(0, runs, block):
-            a, c = a_all[r:r + block].reshape(-1), c_all[r:r + block].reshape(-1)
+        for first, last, used in blocks:
+            a, c = a_all[first:last].reshape(-1), c_all[first:last].reshape(-1)
+            U_used, V_used = U_flat[:, :used], V_flat[:, :used]
             # index_select and scatter_add_ rather than advanced indexing and index_add_: the same
             # sums in the same order, at a third of the cost on a CPU (index_add_ goes row by row).
-            u = U_flat.index_select(0, a).view(-1, batch_size, width)
-            v = V_flat.index_select(0, c).view(-1, batch_size, width)
+            u = U_used.index_select(0, a).view(-1, batch_size, used)
+            v = V_used.index_select(0, c).view(-1, batch_size, used)
             # Uniforms in float32 (half the cost of float64 draws on a CPU), compared with θ in float32.
-            b = (torch.rand(u.shape, generator=generator, device=device, dtype=torch.float32) < theta[r:r + block]
-                 ) * rescale[r:r + block]
+            b = (torch.rand(u.shape, generator=generator, device=device, dtype=torch.float32) < theta[first:last]
+                 ) * rescale[first:last, :, :used]
             bv = b * v
-            error = (u * bv).sum(-1) - targets[r:r + block]
+            error = (u * bv).sum(-1) - targets[first:last]
             step_error = (error * (-2 * eta / batch_size))[..., None]
-            U_flat.scatter_add_(0, a[:, None].expand(-1, width), (step_error * bv).view(-1, width))
-            V_flat.scatter_add_(0, c[:, None].expand(-1, width), (step_error * (b * u)).view(-1, width))
+            U_used.scatter_add_(0, a[:, None].expand(-1, used), (step_error * bv).view(-1, used))
+            V_used.scatter_add_(0, c[:, None].expand(-1, used), (step_error * (b * u)).view(-1, used))
             losses.append(error.square().mean(-1))
         return losses[0] if len(losses) == 1 else torch.cat(losses)
 
