@@ -489,11 +489,12 @@ def completion_metrics(sets: dict, retain, objective: str | None = None, chunk: 
             squared = torch.zeros(runs, dtype=torch.float64, device=device)
             penalty = torch.zeros(runs, dtype=torch.float64, device=device)
             for start in range(0, len(values), step):
-                u = U_flat[offsets_u + rows[start:start + step]].double()
-                v = V_flat[offsets_v + cols[start:start + step]].double()
-                squared += ((u * v).sum(-1) - values[start:start + step]).square().sum(-1)
+                a = (offsets_u + rows[start:start + step]).reshape(-1)
+                c = (offsets_v + cols[start:start + step]).reshape(-1)
+                uv = (U_flat.index_select(0, a).double() * V_flat.index_select(0, c).double()).view(runs, -1, width)
+                squared += (uv.sum(-1) - values[start:start + step]).square().sum(-1)
                 if name == objective:
-                    penalty += (u * v).square().sum((-1, -2))
+                    penalty += uv.square().sum((-1, -2))
             n = len(values)
             out[f"{name}_rmse"] = (squared / n).sqrt()
             if name == objective:
