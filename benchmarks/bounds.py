@@ -4,8 +4,9 @@
    rates × seeds at one width) as one batched tensor program, against a loop that trains the same
    runs one at a time through the same function: seconds per epoch and the speed-up.
 2. The seconds of one epoch over the whole training split for the full profile of the page
-   `bounds-experiments` (five widths zero-padded to the largest, five rates, ``--runs`` seeds)
-   on the default device (a GPU when present), with the metrics evaluated at the epoch's end.
+   `bounds-experiments` (five widths, zero-padded to the largest on a GPU, in blocks of one width on
+   a CPU; five rates, ``--runs`` seeds) on the default device (a GPU when present), with the metrics
+   evaluated at the epoch's end.
 
 Usage: python benchmarks/bounds.py [--width 19] [--seeds 5] [--epochs 2] [--runs 50]
 """
@@ -77,8 +78,8 @@ def full_epoch(seeds: int) -> None:
                             progress=False)
     if device.type == "cuda":
         torch.cuda.synchronize()
-    print(f"2. one epoch of the full profile on {device} ({len(grid)} runs, widths {FULL_WIDTHS} padded to "
-          f"{max(FULL_WIDTHS)}, metrics included): {time.perf_counter() - started:.1f} s")
+    print(f"2. one epoch of the full profile on {device} ({len(grid)} runs, widths {FULL_WIDTHS}, "
+          f"metrics included): {time.perf_counter() - started:.1f} s")
 
 
 if __name__ == "__main__":

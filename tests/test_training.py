@@ -494,6 +494,22 @@ def test_completion_sgd_step_is_the_gradient_of_the_squared_error():
     np.testing.assert_array_equal(np.delete(run.final["U"][0], 1, axis=0), np.delete(U0[0], 1, axis=0))
 
 
+def test_completion_sgd_blocks_of_runs_compute_what_one_batch_does(monkeypatch):
+    """The CPU's cache-sized blocks of runs: runs of any mix of rates and widths, trained in blocks of
+    one run or all at once from the same generator state, end at the same factors (same draws)."""
+    rng = np.random.default_rng(3)
+    rows, cols, y = rng.integers(0, 6, 40), rng.integers(0, 5, 40), rng.standard_normal(40)
+    U0, V0 = rng.standard_normal((5, 6, 3)), rng.standard_normal((5, 5, 3))
+    finals = []
+    for block in (1, 10**9):
+        monkeypatch.setattr(training, "_CPU_BLOCK", block)
+        run = training.completion_sgd(rows, cols, y, U0, V0, [1.0, 0.5, 0.8, 0.6, 0.9], [3, 3, 2, 2, 1], 0.05, 3, 7,
+                                      torch.Generator().manual_seed(4), progress=False)
+        finals.append((run.final["U"], run.final["V"], run.losses))
+    for one, whole in zip(*finals):
+        np.testing.assert_array_equal(one, whole)
+
+
 def test_completion_metrics_are_the_rmse_and_the_dropout_objective():
     rng = np.random.default_rng(1)
     U, V = rng.standard_normal((2, 4, 3)), rng.standard_normal((2, 5, 3))
