@@ -9,7 +9,8 @@
 * Glued numbers in the prose are written readably (``2,140``, ``1.2 × 10⁻¹⁶``), never in
   e-notation.
 * Every notebook page offers its executed ``.ipynb`` for download, cleaned for a reader
-  (:func:`downloadable`).
+  (:func:`downloadable`); a page whose outputs came from the execution cache gets them back in
+  ``jupyter_execute/`` first (myst-nb writes it without them).
 * The stylesheet ``dropnb/static/dropnb.css`` lays out claims, claim tables and figures for any
   column width and for print; the footer names the commit the book was built from.
 * The book offers no live-code (Thebe) button, so Thebe's loader, which names a remote script,
@@ -221,6 +222,27 @@ def downloadable(notebook: nbformat.NotebookNode, root: Path, repository: str) -
     return notebook
 
 
+def _executed_notebook(app, path: Path) -> nbformat.NotebookNode:
+    """The executed notebook myst-nb wrote to ``path``. When a page's outputs come from the execution
+    cache, myst-nb writes the notebook as read, without outputs; they are then merged in from the
+    cache (matched by the code cells) and the file is rewritten."""
+    notebook = nbformat.read(path, as_version=4)
+    if any(cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code"):
+        return notebook
+    from jupyter_cache import get_cache
+
+    cache = app.env.mystnb_config.execution_cache_path or Path(app.outdir).parent / ".jupyter_cache"
+    try:
+        _, notebook = get_cache(str(cache)).merge_match_into_notebook(notebook)
+    except KeyError:  # not in the cache: the page was not executed
+        return notebook
+    for cell in notebook.cells:  # as myst-nb does: values glued with display=False leave the cells
+        if cell.cell_type == "code":
+            cell.outputs = [o for o in cell.outputs if not o.get("metadata", {}).get("scrapbook", {}).get("mime_prefix")]
+    nbformat.write(notebook, path)
+    return notebook
+
+
 def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
     executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
     if doctree is None or not executed.is_file() or context.get("ipynb_source"):
@@ -228,7 +250,7 @@ def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
     repository = app.config.html_theme_options.get("repository_url", "")
-    nbformat.write(downloadable(nbformat.read(executed, as_version=4), Path(app.srcdir), repository), target)
+    nbformat.write(downloadable(_executed_notebook(app, executed), Path(app.srcdir), repository), target)
     context["ipynb_source"] = f"{pagename}.ipynb"
 
 
