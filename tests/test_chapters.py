@@ -227,7 +227,7 @@ PLANTED_BUGS = {
         "import dropnb.engine as E\n"
         "E.Schedule.stages = classmethod(lambda cls, pairs, name='schedule': cls.constant(\n"
         "    list(pairs)[0][0], sum(n for _, n in pairs)))",
-        "deep-linear.figure32.small-start-stalls",
+        "deep-linear.figure33.gap-falls",
     ),
     "the printed rule ρ* = argmax of (11) in the s-support norm": (
         "structured",
