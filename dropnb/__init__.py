@@ -24,6 +24,9 @@ Modules by concept:
 * capacity: :mod:`~dropnb.sensing` (matrix sensing and completion with dropout, the weighted trace
   norm and its Rademacher complexity), :mod:`~dropnb.relu` (two-layer ReLU networks: the dropout
   regularizer, retentivity, exact Rademacher complexities in the plane, co-adaptation);
+* training dynamics: :mod:`~dropnb.twolayer` (dropout training of two-layer ReLU networks in the
+  lazy regime: Algorithm 4, the certified NTK margin in the plane, the convergence theorems'
+  constants);
 * numerics: :mod:`~dropnb.engine` (the training engine: schedules, the descent loop, autograd
   training on any device), :mod:`~dropnb.training` (dropout training of linear networks, of matrix
   completion and of two-layer ReLU networks, batched over runs), :mod:`~dropnb.optimize` (L-BFGS

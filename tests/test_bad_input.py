@@ -29,6 +29,7 @@ import torch
 
 import dropnb
 from dropnb import claims as claims_module, engine, factorization, features, homogeneous, masks, optimize, stats
+from dropnb import twolayer
 
 # Plumbing of the book build, out of scope: it takes paths, HTML and docutils/sphinx objects, not
 # numbers, and runs outside the chapters.
@@ -67,6 +68,7 @@ OUT_OF_SCOPE = {
     "masks.MaskDistribution": "abstract base class (its methods are tested on each distribution)",
     "datasets.DataUnavailable": "exception type",
     "datasets.Ratings": "result record built by datasets.movielens_100k",
+    "twolayer.CircleMargin": "result record built by twolayer.circle_margin",
 }
 
 
@@ -129,6 +131,7 @@ RECORD = dict(id="page.claim", chapter="page", page="page", kind="claim", source
               measured=1.0, target=1.0, comparison="close", tolerance=0.1, basis="rounding", passed=True,
               profile="quick", seconds=0.1, device="cpu", printed=None, printed_target=None, seed=0)
 RATINGS = (np.array([0, 2, 1]), np.array([1, 0, 1]), np.array([0.5, -1.0, 2.0]))  # rows, cols, values
+CIRCLE = (np.array([0.0, 1.0, 2.0, 3.5, 5.0]), np.array([1.0, 1.0, -1.0, -1.0, 1.0]))  # angles, labels
 INIT_SHA = __import__("hashlib").sha256((Path(dropnb.__file__)).read_bytes()).hexdigest()
 TMP = Path(tempfile.mkdtemp(prefix="dropnb-bad-input-"))  # claims and goldens written by the examples
 atexit.register(shutil.rmtree, TMP, True)
@@ -569,6 +572,10 @@ EXAMPLES.update({
     "training.relu_dropout_training": dict(X=X2, y=Y1[0], u0=np.array([[1.0, -0.5]]), V0=U[None], retain=0.5, widths=2,
                                            lr=0.01, epochs=2, batch_size=2, generator=tgen(), optimizer="sgd",
                                            progress=False),
+    "training.relu_classifier_sgd": dict(X=X2, labels=np.array([0.0, 1.0, 1.0, 0.0]), X_test=X2,
+                                         labels_test=np.array([1.0, 0.0, 1.0, 0.0]), W0=U[None], A0=U[None],
+                                         retain=0.5, lr=0.1, epochs=2, batch_size=2, generator=tgen(), fixed_masks=3,
+                                         progress=False),
     "training.algorithm1": dict(M=M, U0=U[None], V0=V[None], mask=BERNOULLI, lr=0.01, steps=3, generator=tgen(),
                                 input_factor=S, batch_size=2, progress=False),
     "training.dropconnect_sgd": dict(M=M, U0=U[None], V0=V[None], retain=0.5, lr=0.01, steps=3, generator=tgen(),
@@ -580,6 +587,22 @@ EXAMPLES.update({
                                            progress=False),
     "training.deep_dropout_sgd": dict(M=M, layers0=[W[None] for W in LAYERS], lam=0.5, lr=0.01, steps=3,
                                       generator=tgen(), batch_size=2, progress=False),
+    # twolayer (network: m = 3 units in the plane, four inputs; Algorithm 4: R = 2 runs of m = 3 units in R^3)
+    "twolayer.logistic": dict(z=np.array([-1.0, 0.0, 2.5]), base=2.0),
+    "twolayer.logistic_slope": dict(z=np.array([-1.0, 0.0, 2.5]), base=2.0),
+    "twolayer.network": dict(W=V, a=np.array([1.0, -1.0, 1.0]), X=X2, mask=np.array([[1.0, 0.0, 1.0, 1.0]] * 3)),
+    "twolayer.sphere_margin_sampler": dict(dim=3, gap=0.2, runs=2, generator=tgen()),
+    "twolayer.circle_law": dict(labelling=lambda phi: np.cos(2 * phi), points=24, gap=0.3),
+    "twolayer.circle_sampler": dict(angles=CIRCLE[0], labels=CIRCLE[1], runs=2, generator=tgen()),
+    "twolayer.arc_coverage": dict(angles=CIRCLE[0], bins=8),
+    "twolayer.circle_margin": dict(angles=CIRCLE[0], labels=CIRCLE[1], bins=8, sides=8),
+    "twolayer.bin_of": dict(W=V, bins=8),
+    "twolayer.theorem14_constants": dict(gamma=0.1, width=1000.0, dim=2, eta=0.5, steps=np.array([100.0, 1000.0])),
+    "twolayer.dropout_sgd": dict(sample=Fresh(lambda: twolayer.sphere_margin_sampler(3, 0.1, 2,
+                                                                                     torch.Generator().manual_seed(1))),
+                                 W1=T(np.stack([S, -S])), a=T([[1.0, -1.0, 1.0], [-1.0, -1.0, 1.0]]), retain=0.5,
+                                 eta=0.5, radius=5.0, steps=3, generator=tgen(), margin_map=T(np.full((2, 3, 3), 0.1)),
+                                 competitor_scale=np.array([0.5, 1.0]), block=2, progress=False),
 })
 
 
@@ -768,6 +791,13 @@ ACCEPTED[("checks.real_array", "value", "nan")] = "real_array checks the type on
 ACCEPTED[("checks.real_array", "value", "inf")] = "real_array checks the type only; matrix checks finiteness"
 for _mutation in ("zero_d", "empty", "other_ndim"):
     ACCEPTED[("checks.real_array", "value", _mutation)] = "real_array checks the type only, any shape"
+# twolayer: elementwise formulas take arrays of any shape, none included.
+for _entry, _name in [("twolayer.logistic", "z"), ("twolayer.logistic_slope", "z"),
+                      ("twolayer.theorem14_constants", "steps")]:
+    for _mutation in ("zero_d", "empty", "wider", "other_ndim"):
+        ACCEPTED[(_entry, _name, _mutation)] = "elementwise: an array of any shape, a single number or none"
+ACCEPTED[("twolayer.arc_coverage", "angles", "wider")] = "one row per angle, for any number of angles"
+ACCEPTED[("twolayer.dropout_sgd", "competitor_scale", "zero_d")] = "a 0-d array is one number, the same Λ for all"
 
 
 

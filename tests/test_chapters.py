@@ -435,6 +435,41 @@ PLANTED_BUGS = {
         " _T.__dict__)",
         "bounds.mnist.coadaptation-falls-with-rate",
     ),
+    "the logistic loss of the convergence chapter in natural log whatever its base": (
+        "convergence",
+        "import inspect, dropnb.twolayer as _W\n"
+        "exec(inspect.getsource(_W.logistic).replace('value = np.logaddexp(0.0, -z) / math.log(base)',"
+        " 'value = np.logaddexp(0.0, -z)'), _W.__dict__)",
+        "convergence.loss.base2",
+    ),
+    "Algorithm 4's row step without the 1/√m of the network's gradient": (
+        "convergence",
+        "import inspect, dropnb.twolayer as _W\n"
+        "exec(inspect.getsource(_W.dropout_sgd).replace('s = (eta * _slope_base2(z) * y / root)',"
+        " 's = (eta * _slope_base2(z) * y)'), _W.__dict__)",
+        "convergence.lemma12.step",
+    ),
+    "the arc coverage of the margin program without the arcs that wrap around angle 0": (
+        "convergence",
+        "import inspect, dropnb.twolayer as _W\n"
+        "exec(inspect.getsource(_W.arc_coverage).replace('for shift in (-2 * np.pi, 0.0, 2 * np.pi):',"
+        " 'for shift in (0.0,):'), _W.__dict__)",
+        "convergence.margin.monte-carlo",
+    ),
+    "the classifier engine's gradient without the m^{-1/2} of the network": (
+        "convergence-experiments",
+        "import inspect, dropnb.training as _T\n"
+        "exec(inspect.getsource(_T.relu_classifier_sgd).replace('residual *= scale / picked.shape[1]',"
+        " 'residual *= 1 / picked.shape[1]'), _T.__dict__)",
+        "convergence.engine.first-step",
+    ),
+    "the fixed sub-networks of Figure 5-3 scored without their masks": (
+        "convergence-experiments",
+        "import inspect, dropnb.training as _T\n"
+        "exec(inspect.getsource(_T.relu_classifier_sgd).replace('top = (masks[..., None] * A',"
+        " 'top = (torch.ones_like(masks[..., None], dtype=dtype) * A'), _T.__dict__)",
+        "convergence.figure53.gap-shrinks-with-width",
+    ),
 }
 
 
