@@ -157,6 +157,20 @@ def t_critical(count: int, level: float) -> float:
     return float(student_t.ppf(1 - level, count - 1))
 
 
+def mean_confidence_bound(values, level: float, side: str = "lower") -> float:
+    """The one-sided Student-t confidence bound on the mean of n ≥ 2 independent ``values``,
+    v̄ − t_{1−level, n−1}·s/√n (``side="lower"``) or v̄ + t_{1−level, n−1}·s/√n (``"upper"``): it lies
+    below (above) the true mean with probability at least 1 − ``level`` when the values are normal.
+    "The lower bound exceeds 0" is the one-sided t test at ``level``, and unlike the t statistic
+    the bound stays finite when every value is the same."""
+    v = checks.vector(values, "values")
+    if v.size < 2:
+        raise ValueError(f"values must hold at least two values, got {v.size}")
+    side = checks.choice(side, "side", ("lower", "upper"))
+    half = t_critical(v.size, level) * v.std(ddof=1) / np.sqrt(v.size)
+    return float(v.mean() - half if side == "lower" else v.mean() + half)
+
+
 def rank_correlation(x, y) -> np.ndarray | float:
     """Spearman's ρ of x and y along the last axis (batched over leading axes): the Pearson
     correlation of their ranks (average ranks for ties)."""

@@ -534,6 +534,7 @@ EXAMPLES.update({
     "stats.chunk_sizes": dict(total=10, chunk=4),
     "stats.t_statistic": dict(differences=np.array([[1.0, 0.5, 0.7], [0.3, 0.2, 0.6]]), axis=1),
     "stats.t_critical": dict(count=10, level=1e-3),
+    "stats.mean_confidence_bound": dict(values=np.array([1.0, 0.5, 0.7]), level=1e-3, side="lower"),
     "stats.rank_correlation": dict(x=np.array([1.0, 3.0, 2.0, 5.0]), y=np.array([0.5, 0.7, 0.6, 2.0])),
     "stats.bootstrap_rank_correlation": dict(x=np.array([[1.0, 1.2], [2.0, 2.1], [3.0, 2.9], [4.0, 4.4]]),
                                              y=np.array([[0.1, 0.3], [0.5, 0.4], [0.9, 1.0], [1.2, 1.1]]), draws=50,
@@ -767,7 +768,8 @@ WIDER = {
                                  "rounding.relu_gamma:W1", "rounding.factorization_operations:U",
                                  "relu.activation_scales:V"],
     "a sample of any size n": ["relu.activation_scales:X", "relu.dropout_regularizer:X", "relu.mahalanobis_norm:X",
-                               "relu.finite_class_rademacher:G", "relu.outputs:X", "relu.symmetrized:X"],
+                               "relu.finite_class_rademacher:G", "relu.outputs:X", "relu.symmetrized:X",
+                               "stats.mean_confidence_bound:values"],
     "a linear function of any input dimension": ["relu.linear_as_relu:w"],
 }
 for _reason, _pairs in WIDER.items():

@@ -82,6 +82,21 @@ def test_t_statistic_and_critical_value_match_scipy():
         stats.t_statistic([1.0, 1.0])
 
 
+def test_mean_confidence_bound_is_the_t_interval():
+    from scipy import stats as sps
+
+    v = np.random.default_rng(4).normal(0.5, 2.0, size=7)
+    low, high = sps.t.interval(0.98, 6, loc=v.mean(), scale=sps.sem(v))
+    assert stats.mean_confidence_bound(v, 0.01) == pytest.approx(low, rel=1e-12)
+    assert stats.mean_confidence_bound(v, 0.01, side="upper") == pytest.approx(high, rel=1e-12)
+    assert (stats.mean_confidence_bound(v, 0.01) > 0) == (stats.t_statistic(v) > stats.t_critical(7, 0.01))
+    assert stats.mean_confidence_bound([2.0, 2.0, 2.0], 0.01) == 2.0  # finite where the t statistic is not
+    with pytest.raises(ValueError, match="values"):
+        stats.mean_confidence_bound([1.0], 0.01)
+    with pytest.raises(ValueError, match="side"):
+        stats.mean_confidence_bound(v, 0.01, side="both")
+
+
 def test_rank_correlation_is_spearman():
     from scipy import stats as sps
 
