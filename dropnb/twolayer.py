@@ -268,6 +268,7 @@ def dropout_sgd(
     checkpoints=None,
     block: int = 512,
     keep: bool = False,
+    dtype: torch.dtype | None = None,
     progress: bool = True,
 ) -> Run:
     """Algorithm 4 for R runs of one width m at once, as one tensor program on the generator's device.
@@ -293,7 +294,7 @@ def dropout_sgd(
 
     At each checkpoint the metrics are these running values (sums and counts up to t) and the
     drift of the weights: max_r ‖w_r − w_{r,1}‖ and ‖W − W1‖_F; with ``keep`` the run also keeps W
-    there. State: ``W``.
+    there. The run computes in ``dtype`` (default: float64 on a CPU, float32 on a GPU). State: ``W``.
     """
     sample = checks.function(sample, "sample")
     W1 = checks.tensor(W1, "W1", ndim=3)
@@ -313,7 +314,10 @@ def dropout_sgd(
     checks.flag(keep, "keep")
     checks.flag(progress, "progress")
     device = generator.device
-    dtype = torch.float64 if device.type == "cpu" else torch.float32
+    if dtype is None:
+        dtype = torch.float64 if device.type == "cpu" else torch.float32
+    elif dtype not in (torch.float32, torch.float64):
+        raise checks.error("dtype", "torch.float32, torch.float64 or None", dtype)
     W1 = W1.to(device=device, dtype=dtype)
     if bool((W1.norm(dim=-1) > radius).any()):
         raise ValueError(f"radius must be at least the largest row norm of W1, got {radius!r}")
