@@ -26,7 +26,8 @@ Modules by concept:
   regularizer, retentivity, exact Rademacher complexities in the plane, co-adaptation);
 * training dynamics: :mod:`~dropnb.twolayer` (dropout training of two-layer ReLU networks in the
   lazy regime: Algorithm 4, the certified NTK margin in the plane, the convergence theorems'
-  constants);
+  constants), :mod:`~dropnb.adversarial` (adversarial training of two-layer leaky-ReLU networks
+  with the reflected loss: Algorithms 5 and 6, exact worst cases, the multi-class toys);
 * numerics: :mod:`~dropnb.engine` (the training engine: schedules, the descent loop, autograd
   training on any device), :mod:`~dropnb.training` (dropout training of linear networks, of matrix
   completion and of two-layer ReLU networks, batched over runs), :mod:`~dropnb.optimize` (L-BFGS

@@ -69,6 +69,7 @@ OUT_OF_SCOPE = {
     "datasets.DataUnavailable": "exception type",
     "datasets.Ratings": "result record built by datasets.movielens_100k",
     "twolayer.CircleMargin": "result record built by twolayer.circle_margin",
+    "adversarial.Attack": "result record built by adversarial.pgd_attack",
 }
 
 
@@ -604,6 +605,27 @@ EXAMPLES.update({
                                  W1=T(np.stack([S, -S])), a=T([[1.0, -1.0, 1.0], [-1.0, -1.0, 1.0]]), retain=0.5,
                                  eta=0.5, radius=5.0, steps=3, generator=tgen(), margin_map=T(np.full((2, 3, 3), 0.1)),
                                  competitor_scale=np.array([0.5, 1.0]), block=2, progress=False),
+    # adversarial (a leaky-ReLU network of m = 3 units in the plane; Algorithms 5 and 6: R = 2 runs in R^3)
+    "adversarial.leaky_relu": dict(z=np.array([-1.0, 0.0, 2.5]), alpha=0.5),
+    "adversarial.reflected_logistic": dict(z=np.array([-1.0, 0.0, 2.5])),
+    "adversarial.network": dict(W=V, a=np.array([1.0, -1.0, 1.0]), X=X2.T, alpha=0.5),
+    "adversarial.worst_margin_plane": dict(W=np.array([[1.0, 0.5], [-0.3, 1.0], [0.2, -1.0]]),
+                                           a=np.array([1.0, -1.0, 1.0]), x=np.array([1.0, 0.2]), y=1.0, alpha=0.5,
+                                           radius=0.5),
+    "adversarial.linear_worst_margin": dict(w=np.array([1.0, -0.5]), X=np.array([[1.0, 0.2], [0.3, -1.0]]),
+                                            y=np.array([1.0, -1.0]), radius=0.3),
+    "adversarial.pgd_attack": dict(W=T(np.stack([S, -S])), a=T([[1.0, -1.0, 1.0], [-1.0, -1.0, 1.0]]),
+                                   x=T(np.full((2, 2, 3), 0.5)), y=T([[1.0, -1.0], [1.0, 1.0]]), alpha=0.5,
+                                   radius=0.3, eta=0.1, steps=3, loss="reflected", rule="raw", ball="l2", keep=True),
+    "adversarial.adversarial_training": dict(
+        sample=Fresh(lambda: twolayer.sphere_margin_sampler(3, 0.2, 2, torch.Generator().manual_seed(1))),
+        W1=T(np.stack([S, -S])), a=T([[1.0, -1.0, 1.0], [-1.0, -1.0, 1.0]]), alpha=0.5, radius=0.1, eta=0.3,
+        steps=3, generator=tgen(), attack_rate=1.0, attack_steps=3, accuracy=0.1, direction=T([1.0, 0.0, 0.0]),
+        margin=0.2, loss="reflected", keep=False, progress=False),
+    "adversarial.multiclass_pgd": dict(W=np.array([[2.0, 0.0], [1.0, 0.0], [0.0, 10.0]]), x=np.array([1.0, 0.0]), y=0,
+                                       radius=0.3, step=0.05, steps=4, loss="cross-entropy"),
+    "adversarial.grid_readings": dict(x=np.array([1.0, 0.8, 0.2]), y=0, radius=0.4, box=0.45, points=5, top=10),
+    "adversarial.lattice_flip_count": dict(x=np.array([1.0, 0.8, 0.2]), y=0, radius=0.4, box=0.45, points=5),
 })
 
 
@@ -800,6 +822,10 @@ for _entry, _name in [("twolayer.logistic", "z"), ("twolayer.logistic_slope", "z
         ACCEPTED[(_entry, _name, _mutation)] = "elementwise: an array of any shape, a single number or none"
 ACCEPTED[("twolayer.arc_coverage", "angles", "wider")] = "one row per angle, for any number of angles"
 ACCEPTED[("twolayer.dropout_sgd", "competitor_scale", "zero_d")] = "a 0-d array is one number, the same Λ for all"
+# adversarial: elementwise formulas take arrays of any shape, none included.
+for _entry in ("adversarial.leaky_relu", "adversarial.reflected_logistic"):
+    for _mutation in ("zero_d", "empty", "wider", "other_ndim"):
+        ACCEPTED[(_entry, "z", _mutation)] = "elementwise: an array of any shape, a single number or none"
 
 
 

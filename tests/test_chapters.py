@@ -470,6 +470,34 @@ PLANTED_BUGS = {
         " 'top = (torch.ones_like(masks[..., None], dtype=dtype) * A'), _T.__dict__)",
         "convergence.figure53.gap-shrinks-with-width",
     ),
+    "the reflected loss without its minus sign, ln(1 + e^z)": (
+        "adversarial",
+        "import inspect, dropnb.adversarial as _A\n"
+        "exec(inspect.getsource(_A.reflected_logistic).replace('value = -np.asarray(logistic(-z, base=math.e))',"
+        " 'value = np.logaddexp(0.0, z)'), _A.__dict__)",
+        "adversarial.loss.concave",
+    ),
+    "Algorithm 5 descending the reflected loss instead of ascending it": (
+        "adversarial",
+        "import inspect, dropnb.adversarial as _A\n"
+        "exec(inspect.getsource(_A._pgd).replace('factor = -torch.sigmoid(z) if',"
+        " 'factor = torch.sigmoid(z) if'), _A.__dict__)",
+        "adversarial.reflection.sign",
+    ),
+    "Algorithm 6's outer step with the reflected loss's slope σ(z) instead of −ℓ'(z) = σ(−z)": (
+        "adversarial",
+        "import inspect, dropnb.adversarial as _A\n"
+        "exec(inspect.getsource(_A.adversarial_training).replace('Q = torch.sigmoid(-z)',"
+        " 'Q = torch.sigmoid(z)'), _A.__dict__)",
+        "adversarial.lemma19.norm-growth",
+    ),
+    "the exact worst margin of a linear model with +ν‖w‖": (
+        "adversarial",
+        "import inspect, dropnb.adversarial as _A\n"
+        "exec(inspect.getsource(_A.linear_worst_margin).replace('return y * (X @ w) - checks',"
+        " 'return y * (X @ w) + checks'), _A.__dict__)",
+        "adversarial.corollary4.closed-form",
+    ),
 }
 
 
