@@ -16,7 +16,10 @@ Also here: the reflected loss (:func:`reflected_logistic`; the loss and its slop
 :func:`dropnb.twolayer.logistic` and :func:`dropnb.twolayer.logistic_slope` with ``base=e``), the network
 (:func:`leaky_relu`, :func:`network`), exact worst cases (:func:`worst_margin_plane` in the plane,
 :func:`linear_worst_margin` for α = 1), and the multi-class toys of the source's Section 6.5
-(:func:`multiclass_pgd`, :func:`grid_readings`, :func:`lattice_flip_count`).
+(:func:`multiclass_pgd`, :func:`grid_readings`, :func:`lattice_flip_count`), and the image networks of
+its Tables 6-I and 6-II, batched over runs: :func:`mlp_init`, :func:`mlp_logits`, :func:`mlp_attack`
+(FGSM, BIM, PGD and their reflected and greedy versions, in the step order of the Adversarial
+Robustness Toolbox) and :func:`mlp_train` (standard or adversarial SGD).
 """
 
 from __future__ import annotations
@@ -248,8 +251,9 @@ def _pgd(W, a, x, y, alpha: float, radius: float, eta: torch.Tensor, count: torc
 def adversarial_training(sample, W1, a, alpha: float, radius: float, eta: float, steps: int, generator: torch.Generator,
                          attack_rate: float = 1.0, attack_steps: int = 20, accuracy: float | None = None,
                          direction=None, margin: float = 0.0, loss: str = "reflected", checkpoints=None,
-                         keep: bool = False, progress: bool = True) -> Run:
-    """Algorithm 6 for R runs at once on the generator's device (float64 on the CPU, float32 on a GPU).
+                         keep: bool = False, dtype: torch.dtype | None = None, progress: bool = True) -> Run:
+    """Algorithm 6 for R runs at once on the generator's device, in ``dtype`` (default: float64 on the
+    CPU, float32 on a GPU).
 
     W1 (R, m, d), a (R, m); ν = ``radius`` and η = ``eta`` are numbers or one per run; ``sample(n)`` gives x (n, R, d), y (n, R) as in
     :func:`dropnb.twolayer.sphere_margin_sampler`. Step t draws (x_t, y_t), attacks it with
@@ -280,7 +284,10 @@ def adversarial_training(sample, W1, a, alpha: float, radius: float, eta: float,
     alpha, steps = _leak(alpha), checks.integer(steps, "steps")
     generator = checks.torch_generator(generator)
     device = generator.device
-    dtype = torch.float64 if device.type == "cpu" else torch.float32
+    if dtype is None:
+        dtype = torch.float64 if device.type == "cpu" else torch.float32
+    elif dtype not in (torch.float32, torch.float64):
+        raise checks.error("dtype", "torch.float32, torch.float64 or None", dtype)
     radius = _values(radius, "radius", runs, device, dtype, minimum=0.0)
     eta = _values(eta, "eta", runs, device, dtype, minimum=None)
     attack_rate = checks.positive(attack_rate, "attack_rate")
@@ -481,3 +488,211 @@ def lattice_flip_count(x, y: int, radius: float, box: float, points: int) -> int
             dk = dk[dy * dy + dj * dj + dk * dk <= radius * radius]
             count += int(np.sum(np.maximum(x[j] + dj, x[k] + dk) > x[y] + dy))
     return count
+
+
+# ---------------------------------------------------------------------------------------------
+# Two-layer networks on images (the source's Tables 6-I and 6-II), batched over runs
+# ---------------------------------------------------------------------------------------------
+
+MLP_LOSSES = ("logistic", "reflected", "cross-entropy", "greedy")
+
+
+def _mlp_params(params) -> dict[str, torch.Tensor]:
+    if not isinstance(params, dict) or set(params) != {"W1", "b1", "W2", "b2"}:
+        raise ValueError(f"params must be a dict with keys W1, b1, W2, b2, got {checks._shown(params)}")
+    W1 = checks.tensor(params["W1"], "W1", ndim=3)
+    runs, width, dim = W1.shape
+    shapes = {"b1": (runs, width), "W2": (runs, None, width), "b2": (runs, None)}
+    W2 = checks.tensor(params["W2"], "W2", ndim=3)
+    out = W2.shape[1]
+    for name, shape in shapes.items():
+        want = tuple(out if s is None else s for s in shape)
+        if tuple(params[name].shape) != want:
+            raise ValueError(f"params[{name!r}] must have shape {want}, got {tuple(params[name].shape)}")
+    return {"W1": W1, "b1": params["b1"], "W2": W2, "b2": params["b2"]}
+
+
+def mlp_init(runs: int, dim: int, width: int, outputs: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+    """Start R two-layer networks f(x) = W₂σ(W₁x + b₁) + b₂ with W₁ (R, m, d) of entries N(0, 2/d),
+    W₂ (R, k, m) of entries N(0, 1/m) and zero biases, in float64 on the CPU (float32 on a GPU)."""
+    runs, dim = checks.integer(runs, "runs"), checks.integer(dim, "dim")
+    width, outputs = checks.integer(width, "width"), checks.integer(outputs, "outputs")
+    generator = checks.torch_generator(generator)
+    device = generator.device
+    dtype = torch.float64 if device.type == "cpu" else torch.float32
+    W1 = torch.randn(runs, width, dim, generator=generator, device=device, dtype=dtype) * math.sqrt(2 / dim)
+    W2 = torch.randn(runs, outputs, width, generator=generator, device=device, dtype=dtype) / math.sqrt(width)
+    return {"W1": W1, "b1": torch.zeros(runs, width, device=device, dtype=dtype), "W2": W2,
+            "b2": torch.zeros(runs, outputs, device=device, dtype=dtype)}
+
+
+def mlp_logits(params, x, alpha: float) -> torch.Tensor:
+    """The outputs W₂σ(W₁x + b₁) + b₂ (R, n, k) of R networks (see :func:`mlp_init`) at x (R, n, d),
+    with the leaky ReLU σ(z) = max{αz, z}, α ∈ (0, 1]."""
+    p = _mlp_params(params)
+    x = checks.tensor(x, "x", ndim=3)
+    if x.shape[0] != p["W1"].shape[0] or x.shape[2] != p["W1"].shape[2]:
+        raise ValueError(f"x must be ({p['W1'].shape[0]}, n, {p['W1'].shape[2]}), got {tuple(x.shape)}")
+    return _logits(p, x.to(p["W1"].dtype), _leak(alpha))
+
+
+def _logits(p, x, alpha):
+    pre = torch.baddbmm(p["b1"][:, None, :], x, p["W1"].transpose(1, 2))
+    return torch.baddbmm(p["b2"][:, None, :], torch.maximum(alpha * pre, pre), p["W2"].transpose(1, 2))
+
+
+def _objective(z: torch.Tensor, y: torch.Tensor, loss: str) -> torch.Tensor:
+    """The per-point objective the attack ascends: ℓ(yf), ℓ₋(yf) = −ln(1 + e^{yf}) (one output, y = ±1),
+    −ln p_y or ln p_j for the most likely wrong class j (k outputs, y the class)."""
+    if loss in ("logistic", "reflected"):
+        margin = y * z[..., 0]
+        return torch.nn.functional.softplus(-margin) if loss == "logistic" else -torch.nn.functional.softplus(margin)
+    log_p = torch.log_softmax(z, dim=-1)
+    own = log_p.gather(-1, y[..., None].long())[..., 0]
+    if loss == "cross-entropy":
+        return -own
+    wrong = z.detach().scatter(-1, y[..., None].long(), -math.inf).argmax(-1, keepdim=True)
+    return log_p.gather(-1, wrong)[..., 0]
+
+
+def _labels(y, logits_shape, name="y") -> torch.Tensor:
+    y = checks.tensor(y, name)
+    if tuple(y.shape) != tuple(logits_shape[:2]):
+        raise ValueError(f"{name} must have shape {tuple(logits_shape[:2])}, got {tuple(y.shape)}")
+    if logits_shape[2] == 1 and not bool((y.abs() == 1).all()):
+        raise ValueError(f"{name} must be labels ±1 for a network with one output, got {checks._shown(y)}")
+    if logits_shape[2] > 1 and not bool(((y >= 0) & (y < logits_shape[2]) & (y == y.round())).all()):
+        raise ValueError(f"{name} must be classes 0…{logits_shape[2] - 1}, got {checks._shown(y)}")
+    return y
+
+
+def mlp_attack(params, x, y, alpha: float, radius: float, step: float, steps: int, loss: str = "logistic",
+               rule: str = "sign", ball: str = "linf", decay_every: int | None = None, decay: float = 1.0,
+               clip: tuple[float, float] | None = (0.0, 1.0), restarts: int = 0,
+               generator: torch.Generator | None = None) -> torch.Tensor:
+    """Projected gradient ascent on a per-point loss L for R networks at once (x (R, n, d)), in the step
+    order of the Adversarial Robustness Toolbox: δ₀ = x,
+    δ_{t+1} = x + Π_ν(clip(δ_t + η_t s_t) − x) with g = ∇_δ L(δ_t), s = g, g/‖g‖ or sign(g)
+    (``rule``), Π_ν the projection on the ℓ2 or ℓ∞ ball of radius ν (``ball``), clip to ``clip``,
+    η_t = η·decay^{⌊t/decay_every⌋}; returns the last iterate δ_T (R, n, d). L is ℓ(yf) or
+    ℓ₋(yf) (``logistic``/``reflected``, one output, y = ±1), the cross-entropy −ln p_y or the greedy
+    reflected ln p_j, j the most likely wrong class at δ_t (``cross-entropy``/``greedy``, y the class).
+    FGSM is one sign step of size ν, BIM sign steps. With ``restarts`` r > 0 the attack also runs from r
+    uniform random starts in the ℓ∞ ball (``generator``) and keeps, per point, the end point of largest
+    cross-entropy or ℓ."""
+    p = _mlp_params(params)
+    x = checks.tensor(x, "x", ndim=3)
+    runs, dim = p["W1"].shape[0], p["W1"].shape[2]
+    if x.shape[0] != runs or x.shape[2] != dim:
+        raise ValueError(f"x must be ({runs}, n, {dim}), got {tuple(x.shape)}")
+    y = _labels(y, (runs, x.shape[1], p["W2"].shape[1]))
+    alpha, radius, step = _leak(alpha), checks.positive(radius, "radius"), checks.positive(step, "step")
+    steps = checks.integer(steps, "steps")
+    loss, rule, ball = checks.choice(loss, "loss", MLP_LOSSES), checks.choice(rule, "rule", RULES), checks.choice(ball, "ball", BALLS)
+    if (p["W2"].shape[1] == 1) != (loss in ("logistic", "reflected")):
+        raise ValueError(f"loss must be 'logistic' or 'reflected' for one output and 'cross-entropy' or 'greedy' "
+                         f"for several, got {loss!r} for {p['W2'].shape[1]} outputs")
+    if decay_every is not None:
+        decay_every = checks.integer(decay_every, "decay_every")
+    decay = checks.number(decay, "decay", minimum=0.0, maximum=1.0, open_minimum=True)
+    if clip is not None:
+        if not isinstance(clip, tuple) or len(clip) != 2:
+            raise checks.error("clip", "None or a pair (low, high)", clip)
+        low, high = (checks.number(c, "clip") for c in clip)
+        if not low < high:
+            raise checks.error("clip", "a pair with low < high", clip)
+        clip = (low, high)
+    restarts = checks.integer(restarts, "restarts", minimum=0)
+    if restarts:
+        generator = checks.torch_generator(generator)
+    p = {k: v.detach() for k, v in p.items()}
+    x, y = x.to(p["W1"].dtype), y.to(p["W1"].dtype)
+    base_loss = "logistic" if loss in ("logistic", "reflected") else "cross-entropy"
+    best, best_value = None, None
+    for r in range(restarts + 1):
+        delta = x.clone()
+        if r > 0:
+            noise = torch.rand(x.shape, generator=generator, device=generator.device, dtype=x.dtype).to(x.device)
+            delta = x + radius * (2 * noise - 1)
+            if clip is not None:
+                delta = delta.clamp(*clip)
+        delta = _ascend(p, x, y, delta, alpha, radius, step, steps, loss, rule, ball, decay_every, decay, clip)
+        with torch.no_grad():
+            value = _objective(_logits(p, delta, alpha), y, base_loss)
+        if best is None:
+            best, best_value = delta, value
+        else:
+            better = value > best_value
+            best, best_value = torch.where(better[..., None], delta, best), torch.where(better, value, best_value)
+    return best
+
+
+def _ascend(p, x, y, delta, alpha, radius, step, steps, loss, rule, ball, decay_every, decay, clip):
+    for t in range(steps):
+        eta = step * decay ** (t // decay_every) if decay_every else step
+        delta = delta.detach().requires_grad_(True)
+        objective = _objective(_logits(p, delta, alpha), y, loss).sum()
+        (g,) = torch.autograd.grad(objective, delta)
+        with torch.no_grad():
+            if rule == "sign":
+                s = torch.sign(g)
+            elif rule == "normalized":
+                norm = g.norm(dim=-1, keepdim=True)
+                s = g / torch.where(norm > 0, norm, torch.ones_like(norm))
+            else:
+                s = g
+            moved = delta + eta * s
+            if clip is not None:
+                moved = moved.clamp(*clip)
+            moved = moved - x
+            if ball == "l2":
+                length = moved.norm(dim=-1, keepdim=True)
+                moved = moved * torch.where(length > radius, radius / torch.where(length > 0, length, torch.ones_like(length)),
+                                            torch.ones_like(length))
+            else:
+                moved = moved.clamp(-radius, radius)
+            delta = x + moved
+    return delta.detach()
+
+
+def mlp_train(params, X, y, alpha: float, lr: float, epochs: int, batch: int, generator: torch.Generator,
+              lr_every: int | None = None, lr_decay: float = 1.0, attack: dict | None = None) -> dict[str, torch.Tensor]:
+    """Minibatch SGD for R networks at once (each run its own shuffles of the shared data X (n, d),
+    y (n,)): W ← W − η_e ∇_W (1/B) Σ_i ℓ_train(f(δ_i)), with ℓ_train the logistic loss ℓ(yf) (one output)
+    or the cross-entropy (several), η_e = lr·lr_decay^{⌊e/lr_every⌋} in epoch e, and δ_i = x_i, or with
+    ``attack`` (keyword arguments of :func:`mlp_attack`) its attack on x_i at the current weights
+    (adversarial training). Returns the trained parameters."""
+    p = {k: v.detach().clone() for k, v in _mlp_params(params).items()}
+    runs, width, dim = p["W1"].shape
+    X = checks.tensor(X, "X")
+    if X.shape[1] != dim:
+        raise ValueError(f"X must have {dim} columns, got {tuple(X.shape)}")
+    y = _labels(checks.tensor(y, "y", ndim=1)[None].expand(runs, -1), (runs, X.shape[0], p["W2"].shape[1]))[0]
+    alpha, lr = _leak(alpha), checks.positive(lr, "lr")
+    epochs, batch = checks.integer(epochs, "epochs"), checks.integer(batch, "batch")
+    generator = checks.torch_generator(generator)
+    if lr_every is not None:
+        lr_every = checks.integer(lr_every, "lr_every")
+    lr_decay = checks.number(lr_decay, "lr_decay", minimum=0.0, maximum=1.0, open_minimum=True)
+    if attack is not None and not isinstance(attack, dict):
+        raise checks.error("attack", "None or a dict of mlp_attack's keyword arguments", attack)
+    X, y = X.to(p["W1"].dtype), y.to(p["W1"].dtype)
+    train_loss = "logistic" if p["W2"].shape[1] == 1 else "cross-entropy"
+    n = X.shape[0]
+    for epoch in range(epochs):
+        rate = lr * lr_decay ** (epoch // lr_every) if lr_every else lr
+        order = torch.argsort(torch.rand(runs, n, generator=generator, device=generator.device), dim=1).to(X.device)
+        for start in range(0, n, batch):
+            idx = order[:, start:start + batch]
+            xb, yb = X[idx], y[idx]
+            if attack is not None:
+                xb = mlp_attack(p, xb, yb, alpha, **attack)
+            for v in p.values():
+                v.requires_grad_(True)
+            objective = _objective(_logits(p, xb, alpha), yb, train_loss).mean(1).sum()
+            grads = torch.autograd.grad(objective, list(p.values()))
+            with torch.no_grad():
+                for v, g in zip(p.values(), grads):
+                    v.sub_(rate * g)
+            p = {k: v.detach() for k, v in p.items()}
+    return p

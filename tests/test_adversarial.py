@@ -174,3 +174,74 @@ def test_bad_arguments_name_themselves(bad):
     args.update(bad)
     with pytest.raises(ValueError, match=next(iter(bad))):
         adversarial.pgd_attack(W, a, torch.zeros((1, 1, 3)), torch.ones((1, 1)), args["alpha"], args["radius"], 0.1, 3)
+
+
+# --- two-layer networks on images (Tables 6-I and 6-II) ------------------------------------------
+
+def _mlp(outputs, runs=2, dim=5, width=7, seed=3):
+    return adversarial.mlp_init(runs, dim, width, outputs, torch.Generator().manual_seed(seed))
+
+
+def test_mlp_logits_match_numpy():
+    p = _mlp(3)
+    x = torch.rand(2, 4, 5, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    got = adversarial.mlp_logits(p, x, 0.1).numpy()
+    for r in range(2):
+        pre = x[r].numpy() @ p["W1"][r].numpy().T + p["b1"][r].numpy()
+        want = np.maximum(0.1 * pre, pre) @ p["W2"][r].numpy().T + p["b2"][r].numpy()
+        np.testing.assert_allclose(got[r], want, rtol=1e-12)
+
+
+def test_fgsm_is_one_clipped_sign_step_and_reflection_changes_no_sign_step():
+    p = _mlp(1)
+    x = torch.rand(2, 6, 5, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    y = torch.tensor([[1.0, -1, 1, -1, 1, 1], [-1.0, -1, 1, 1, 1, -1]])
+    fgsm = adversarial.mlp_attack(p, x, y, 0.1, 0.2, 0.2, 1, "logistic", "sign", "linf")
+    xr = x.clone().requires_grad_(True)
+    z = y * adversarial.mlp_logits(p, xr, 0.1)[..., 0]
+    (g,) = torch.autograd.grad(torch.nn.functional.softplus(-z).sum(), xr)
+    assert torch.equal(fgsm, (x + 0.2 * torch.sign(g)).clamp(0, 1))
+    for steps in (1, 5):
+        a = adversarial.mlp_attack(p, x, y, 0.1, 0.2, 0.05, steps, "logistic", "sign", "linf")
+        b = adversarial.mlp_attack(p, x, y, 0.1, 0.2, 0.05, steps, "reflected", "sign", "linf")
+        assert torch.equal(a, b)
+    raw = [adversarial.mlp_attack(p, x, y, 0.1, 2.0, 0.5, 3, loss, "raw", "l2") for loss in ("logistic", "reflected")]
+    assert not torch.equal(*raw)  # raw steps are scaled by σ(−z) and σ(z): they differ
+
+
+def test_mlp_attack_stays_in_ball_and_box_and_decays():
+    p = _mlp(3)
+    x = torch.rand(2, 6, 5, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    y = torch.tensor([[0.0, 1, 2, 0, 1, 2], [2.0, 2, 1, 0, 0, 1]])
+    for ball, norm in (("l2", 2), ("linf", float("inf"))):
+        d = adversarial.mlp_attack(p, x, y, 0.1, 0.3, 1.0, 6, "greedy", "raw", ball, decay_every=2, decay=0.5,
+                                   restarts=2, generator=torch.Generator().manual_seed(0))
+        assert float((d - x).norm(p=norm, dim=-1).max()) <= 0.3 + 1e-12
+        assert float(d.min()) >= 0 and float(d.max()) <= 1
+    # two sign steps of 0.05 then 0.025 move each coordinate by at most 0.075
+    d = adversarial.mlp_attack(p, x, y, 0.1, 1.0, 0.05, 2, "cross-entropy", "sign", "linf", decay_every=1, decay=0.5,
+                               clip=None)
+    assert float((d - x).abs().max()) <= 0.075 + 1e-15
+
+
+def test_greedy_and_cross_entropy_agree_on_two_classes_only():
+    x = torch.rand(1, 8, 5, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    for k, same in ((2, True), (4, False)):
+        p = _mlp(k, runs=1)
+        y = torch.randint(0, k, (1, 8), generator=torch.Generator().manual_seed(6)).double()
+        a = adversarial.mlp_attack(p, x, y, 0.1, 0.3, 0.05, 4, "cross-entropy", "sign", "linf")
+        b = adversarial.mlp_attack(p, x, y, 0.1, 0.3, 0.05, 4, "greedy", "sign", "linf")
+        assert torch.equal(a, b) == same
+
+
+def test_mlp_train_one_full_batch_step_is_gradient_descent():
+    p = _mlp(1, runs=2)
+    X = torch.rand(4, 5, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    y = torch.tensor([1.0, -1.0, 1.0, -1.0])
+    q = adversarial.mlp_train(p, X, y, 0.1, 0.3, 1, 4, torch.Generator().manual_seed(0))
+    for r in range(2):
+        params = {k: v[r:r + 1].clone().requires_grad_(True) for k, v in p.items()}
+        z = y * adversarial.mlp_logits(params, X[None], 0.1)[0, :, 0]
+        grads = torch.autograd.grad(torch.nn.functional.softplus(-z).mean(), list(params.values()))
+        for (k, v), g in zip(params.items(), grads):
+            torch.testing.assert_close(q[k][r], (v - 0.3 * g)[0].detach(), rtol=1e-12, atol=1e-14)

@@ -29,7 +29,7 @@ import torch
 
 import dropnb
 from dropnb import claims as claims_module, engine, factorization, features, homogeneous, masks, optimize, stats
-from dropnb import twolayer
+from dropnb import adversarial, twolayer
 
 # Plumbing of the book build, out of scope: it takes paths, HTML and docutils/sphinx objects, not
 # numbers, and runs outside the chapters.
@@ -626,6 +626,19 @@ EXAMPLES.update({
                                        radius=0.3, step=0.05, steps=4, loss="cross-entropy"),
     "adversarial.grid_readings": dict(x=np.array([1.0, 0.8, 0.2]), y=0, radius=0.4, box=0.45, points=5, top=10),
     "adversarial.lattice_flip_count": dict(x=np.array([1.0, 0.8, 0.2]), y=0, radius=0.4, box=0.45, points=5),
+    # two-layer networks on images: R = 2 runs, d = 3 inputs, m = 4 units, one output or three classes
+    "adversarial.mlp_init": dict(runs=2, dim=3, width=4, outputs=1, generator=tgen()),
+    "adversarial.mlp_logits": dict(params=Fresh(lambda: adversarial.mlp_init(2, 3, 4, 1, torch.Generator().manual_seed(1))),
+                                   x=T(np.full((2, 2, 3), 0.5)), alpha=0.1),
+    "adversarial.mlp_attack": dict(params=Fresh(lambda: adversarial.mlp_init(2, 3, 4, 3, torch.Generator().manual_seed(1))),
+                                   x=T(np.full((2, 2, 3), 0.5)), y=T([[0.0, 2.0], [1.0, 1.0]]), alpha=0.1, radius=0.2,
+                                   step=0.05, steps=2, loss="greedy", rule="sign", ball="linf", decay_every=1, decay=0.5,
+                                   clip=(0.0, 1.0), restarts=1, generator=tgen()),
+    "adversarial.mlp_train": dict(params=Fresh(lambda: adversarial.mlp_init(2, 3, 4, 1, torch.Generator().manual_seed(1))),
+                                  X=T(np.array([[0.1, 0.9, 0.3], [0.8, 0.2, 0.5], [0.4, 0.4, 0.9]])),
+                                  y=T([1.0, -1.0, 1.0]), alpha=0.1, lr=0.5, epochs=2, batch=2, generator=tgen(),
+                                  lr_every=1, lr_decay=0.5,
+                                  attack=dict(radius=0.1, step=0.05, steps=2, loss="reflected", rule="raw", ball="l2")),
 })
 
 

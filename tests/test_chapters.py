@@ -491,6 +491,20 @@ PLANTED_BUGS = {
         " 'Q = torch.sigmoid(z)'), _A.__dict__)",
         "adversarial.lemma19.norm-growth",
     ),
+    "the reflected attack objective without its minus sign, +ln(1 + e^{yf})": (
+        "adversarial-experiments",
+        "import inspect, dropnb.adversarial as _A\n"
+        "exec(inspect.getsource(_A._objective).replace('else -torch.nn.functional.softplus(margin)',"
+        " 'else torch.nn.functional.softplus(margin)'), _A.__dict__)",
+        "adversarial.table61.fgsm-reflection",
+    ),
+    "the normalised attack step divided by the squared norm": (
+        "adversarial-experiments",
+        "import inspect, dropnb.adversarial as _A\n"
+        "exec(inspect.getsource(_A._ascend).replace('s = g / torch.where(norm > 0, norm, torch.ones_like(norm))',"
+        " 's = g / torch.where(norm > 0, norm**2, torch.ones_like(norm))'), _A.__dict__)",
+        "adversarial.art.fgsm-l2",
+    ),
     "the exact worst margin of a linear model with +ν‖w‖": (
         "adversarial",
         "import inspect, dropnb.adversarial as _A\n"
