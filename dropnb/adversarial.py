@@ -32,7 +32,7 @@ import torch
 
 from . import checks
 from .twolayer import logistic
-from .engine import Run, Schedule, check_checkpoints, descend
+from .engine import Run, Schedule, check_checkpoints, descend, train
 
 LOSSES = ("reflected", "logistic")
 RULES = ("raw", "normalized", "sign")
@@ -657,8 +657,8 @@ def _ascend(p, x, y, delta, alpha, radius, step, steps, loss, rule, ball, decay_
 
 def mlp_train(params, X, y, alpha: float, lr: float, epochs: int, batch: int, generator: torch.Generator,
               lr_every: int | None = None, lr_decay: float = 1.0, attack: dict | None = None) -> dict[str, torch.Tensor]:
-    """Minibatch SGD for R networks at once (each run its own shuffles of the shared data X (n, d),
-    y (n,)): W ← W − η_e ∇_W (1/B) Σ_i ℓ_train(f(δ_i)), with ℓ_train the logistic loss ℓ(yf) (one output)
+    """Minibatch SGD for R networks at once on the book's engine (:func:`dropnb.engine.train`), each run
+    with its own shuffles of the shared data X (n, d), y (n,): W ← W − η_e ∇_W (1/B) Σ_i ℓ_train(f(δ_i)), with ℓ_train the logistic loss ℓ(yf) (one output)
     or the cross-entropy (several), η_e = lr·lr_decay^{⌊e/lr_every⌋} in epoch e, and δ_i = x_i, or with
     ``attack`` (keyword arguments of :func:`mlp_attack`) its attack on x_i at the current weights
     (adversarial training). Returns the trained parameters."""
@@ -679,20 +679,23 @@ def mlp_train(params, X, y, alpha: float, lr: float, epochs: int, batch: int, ge
     X, y = X.to(p["W1"].dtype), y.to(p["W1"].dtype)
     train_loss = "logistic" if p["W2"].shape[1] == 1 else "cross-entropy"
     n = X.shape[0]
-    for epoch in range(epochs):
-        rate = lr * lr_decay ** (epoch // lr_every) if lr_every else lr
-        order = torch.argsort(torch.rand(runs, n, generator=generator, device=generator.device), dim=1).to(X.device)
-        for start in range(0, n, batch):
-            idx = order[:, start:start + batch]
-            xb, yb = X[idx], y[idx]
-            if attack is not None:
-                xb = mlp_attack(p, xb, yb, alpha, **attack)
-            for v in p.values():
-                v.requires_grad_(True)
-            objective = _objective(_logits(p, xb, alpha), yb, train_loss).mean(1).sum()
-            grads = torch.autograd.grad(objective, list(p.values()))
-            with torch.no_grad():
-                for v, g in zip(p.values(), grads):
-                    v.sub_(rate * g)
-            p = {k: v.detach() for k, v in p.items()}
-    return p
+    per_epoch = -(-n // batch)
+    order = {}
+
+    def minibatch(t: int) -> torch.Tensor:
+        if t % per_epoch == 0:  # each run its own shuffle of the data, once per epoch
+            order["now"] = torch.argsort(torch.rand(runs, n, generator=generator, device=generator.device),
+                                         dim=1).to(X.device)
+        return order["now"][:, (t % per_epoch) * batch:(t % per_epoch + 1) * batch]
+
+    def loss(state, idx) -> torch.Tensor:
+        xb, yb = X[idx], y[idx]
+        if attack is not None:
+            xb = mlp_attack({k: v.detach() for k, v in state.items()}, xb, yb, alpha, **attack)
+        return _objective(_logits(state, xb, alpha), yb, train_loss).mean(1)
+
+    schedule = Schedule(epochs * per_epoch,
+                        lambda t: lr * lr_decay ** ((t // per_epoch) // lr_every) if lr_every else lr)
+    run = train(p, loss, schedule, data=minibatch, checkpoints=[0, schedule.steps], progress=False,
+                description="MLP training")
+    return {k: torch.as_tensor(v, device=p[k].device, dtype=p[k].dtype) for k, v in run.final.items()}
