@@ -145,32 +145,6 @@ class Attack:
     margins: torch.Tensor | None = None
 
 
-def _per_run(value, name: str, runs: int, device, dtype, integer: bool = False) -> torch.Tensor:
-    """A positive number, or one per run, as an (R,) tensor."""
-    if isinstance(value, torch.Tensor) and value.ndim == 1:
-        value = checks.tensor(value, name, ndim=1)
-        if value.shape != (runs,) or not bool((value > 0).all()):
-            raise ValueError(f"{name} must be positive, one per run ({runs}), got {checks._shown(value)}")
-        if integer and not bool((value == value.round()).all()):
-            raise checks.error(name, "whole numbers of steps", value)
-        return value.to(device=device, dtype=dtype)
-    value = checks.integer(value, name) if integer else checks.positive(value, name)
-    return torch.full((runs,), float(value), device=device, dtype=dtype)
-
-
-def _values(value, name: str, runs: int, device, dtype, minimum: float | None) -> torch.Tensor:
-    """A finite number > 0 (≥ ``minimum`` if given), or one per run, as an (R,) tensor."""
-    if isinstance(value, (list, tuple, np.ndarray, torch.Tensor)) and np.ndim(value) == 1:
-        array = checks.tensor(value, name, ndim=1).to(device=device, dtype=dtype)
-        ok = (array >= minimum) if minimum is not None else (array > 0)
-        if tuple(array.shape) != (runs,) or not bool(ok.all()):
-            raise ValueError(f"{name} must be {'≥ 0' if minimum is not None else '> 0'}, one per run ({runs}), "
-                             f"got {checks._shown(value)}")
-        return array
-    number = checks.nonnegative(value, name) if minimum is not None else checks.positive(value, name)
-    return torch.full((runs,), number, device=device, dtype=dtype)
-
-
 def _margin_and_gradient(W, a, delta, y, alpha):
     """z = y f(δ) (R, n) and ∇_δ f(δ) (R, n, d) for W (R, m, d), a (R, m), δ (R, n, d)."""
     pre = torch.einsum("rmd,rnd->rnm", W, delta)
@@ -202,8 +176,8 @@ def pgd_attack(W, a, x, y, alpha: float, radius: float, eta, steps, loss: str = 
     checks.flag(keep, "keep")
     device, dtype = W.device, W.dtype
     a, x, y = (v.to(device=device, dtype=dtype) for v in (a, x, y))
-    eta = _per_run(eta, "eta", runs, device, dtype)
-    count = _per_run(steps, "steps", runs, device, dtype, integer=True)
+    eta = torch.as_tensor(checks.per_run(eta, "eta", runs, checks.positive), device=device, dtype=dtype)
+    count = torch.as_tensor(checks.per_run(steps, "steps", runs, checks.whole), device=device, dtype=dtype)
     return _pgd(W, a, x, y, alpha, radius, eta, count, loss, rule, ball, keep)
 
 
@@ -288,8 +262,8 @@ def adversarial_training(sample, W1, a, alpha: float, radius: float, eta: float,
         dtype = torch.float64 if device.type == "cpu" else torch.float32
     elif dtype not in (torch.float32, torch.float64):
         raise checks.error("dtype", "torch.float32, torch.float64 or None", dtype)
-    radius = _values(radius, "radius", runs, device, dtype, minimum=0.0)
-    eta = _values(eta, "eta", runs, device, dtype, minimum=None)
+    radius = torch.as_tensor(checks.per_run(radius, "radius", runs, checks.nonnegative), device=device, dtype=dtype)
+    eta = torch.as_tensor(checks.per_run(eta, "eta", runs, checks.positive), device=device, dtype=dtype)
     attack_rate = checks.positive(attack_rate, "attack_rate")
     attack_steps = checks.integer(attack_steps, "attack_steps")
     if accuracy is not None:

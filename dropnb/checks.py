@@ -138,6 +138,29 @@ def probability(value, name: str) -> float:
     return number(value, name, minimum=0, maximum=1, open_minimum=True)
 
 
+def per_run(value, name: str, runs: int, check: Callable = number) -> np.ndarray:
+    """One value per run of a batch of R = ``runs``: a number (the same for every run) or an array or
+    tensor of shape (R,); every value passes ``check(value, name)`` (e.g. :func:`positive`,
+    :func:`probability`). Returned as a float64 array of shape (R,)."""
+    runs, check = integer(runs, "runs"), function(check, "check")
+    if np.ndim(value) == 0:
+        array = np.full(runs, check(value, name), dtype=np.float64)
+    else:
+        array = matrix(value, name, ndim=1)
+        if array.shape != (runs,):
+            raise ValueError(f"{name} must be one number or one per run ({runs}), got shape {array.shape}")
+        for entry in array:
+            check(entry, name)
+    return np.array(array, dtype=np.float64)
+
+
+def whole(value, name: str) -> int:
+    """A positive whole number, which may be given as a float (3.0), as an int."""
+    if number(value, name) != round(float(value)) or float(value) < 1:
+        raise error(name, "a positive whole number", value)
+    return int(round(float(value)))
+
+
 def weights(value, name: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
     """Non-negative weights (λ, μ) of a batch of problems: one finite number ≥ 0 for all, or an array
     of them broadcastable to the batch ``shape`` (one per run); returned broadcast to ``shape``

@@ -401,24 +401,8 @@ def deep_dropout_sgd(
                  progress=progress, description="deep dropout SGD")
 
 
-def _check_runs(values, name: str, runs: int, check) -> np.ndarray:
-    """One value per run: a number (the same for all) or an array of shape (R,), each checked."""
-    array = np.broadcast_to(checks.real_array(values, name), (runs,)) if np.ndim(values) == 0 else None
-    if array is None:
-        array = checks.matrix(values, name, ndim=1)
-        if array.shape != (runs,):
-            raise ValueError(f"{name} must be one number or one per run ({runs}), got shape {array.shape}")
-    for value in array:
-        check(value, name)
-    return np.array(array, dtype=np.float64)
-
-
 def _check_widths(widths, runs: int, largest: int) -> np.ndarray:
-    def whole(value, name):
-        if value != np.round(value) or value < 1:
-            raise checks.error(name, "positive integers (units in use)", value)
-
-    widths = _check_runs(widths, "widths", runs, whole)
+    widths = checks.per_run(widths, "widths", runs, checks.whole)
     if np.any(widths > largest):
         raise ValueError(f"widths must be at most the {largest} columns of the factors, got {widths.max():g}")
     return widths.astype(np.int64)
@@ -542,7 +526,7 @@ def completion_sgd(
     rows, cols, values = _check_ratings(rows, cols, values, U0.shape[1], V0.shape[1])
     runs, n_rows, width = U0.shape
     n_cols = V0.shape[1]
-    retain = _check_runs(retain, "retain", runs, checks.probability)
+    retain = checks.per_run(retain, "retain", runs, checks.probability)
     widths = _check_widths(widths, runs, width)
     epochs, batch_size = checks.integer(epochs, "epochs"), checks.integer(batch_size, "batch_size")
     generator = checks.torch_generator(generator)
@@ -636,7 +620,7 @@ def relu_dropout_training(
     if u0.shape[0] != V0.shape[0] or u0.shape[1] != V0.shape[2] or V0.shape[1] != X.shape[0]:
         raise ValueError(f"u0 and V0 must be (R, d) and (R, {X.shape[0]}, d), got {u0.shape} and {V0.shape}")
     runs, width = u0.shape
-    retain = _check_runs(retain, "retain", runs, checks.probability)
+    retain = checks.per_run(retain, "retain", runs, checks.probability)
     widths = _check_widths(widths, runs, width)
     epochs, batch_size = checks.integer(epochs, "epochs"), checks.integer(batch_size, "batch_size")
     generator = checks.torch_generator(generator)
@@ -731,7 +715,7 @@ def relu_classifier_sgd(
     classes = A0.shape[1]
     X, labels = _check_classifier_data(X, labels, dim, classes, "X", "labels")
     X_test, labels_test = _check_classifier_data(X_test, labels_test, dim, classes, "X_test", "labels_test")
-    retain = _check_runs(retain, "retain", runs, checks.probability)
+    retain = checks.per_run(retain, "retain", runs, checks.probability)
     epochs, batch_size = checks.integer(epochs, "epochs"), checks.integer(batch_size, "batch_size")
     fixed_masks = checks.integer(fixed_masks, "fixed_masks", minimum=0)
     generator = checks.torch_generator(generator)

@@ -302,10 +302,7 @@ def dropout_sgd(
     a = checks.tensor(a, "a", ndim=2)
     if tuple(a.shape) != (runs, width) or not bool((a.abs() == 1).all()):
         raise ValueError(f"a must be ±1 of shape ({runs}, {width}), got {checks._shown(a)}")
-    retain = checks.real_array(retain, "retain")
-    retain = np.full(runs, float(retain)) if retain.ndim == 0 else retain
-    if retain.shape != (runs,) or not np.all((retain > 0) & (retain <= 1)):
-        raise ValueError(f"retain must be one probability in (0, 1] per run ({runs}), got {retain!r:.80}")
+    retain = checks.per_run(retain, "retain", runs, checks.probability)
     eta = checks.number(eta, "eta", minimum=0.0, maximum=LN2, open_minimum=True)
     radius = checks.positive(radius, "radius")
     steps = checks.integer(steps, "steps")
@@ -328,10 +325,8 @@ def dropout_sgd(
         V = checks.tensor(margin_map, "margin_map", ndim=3)
         if tuple(V.shape) != (runs, width, dim):
             raise ValueError(f"margin_map must have the shape of W1 {(runs, width, dim)}, got {tuple(V.shape)}")
-    scale = checks.real_array(competitor_scale, "competitor_scale")
-    if scale.shape not in ((), (runs,)) or not np.all(np.isfinite(scale) & (scale >= 0)):
-        raise ValueError(f"competitor_scale must be a number ≥ 0 or one per run ({runs}), got {competitor_scale!r:.80}")
-    scale = torch.as_tensor(np.broadcast_to(scale, (runs,)).copy(), device=device, dtype=dtype)[:, None]
+    scale = torch.as_tensor(checks.per_run(competitor_scale, "competitor_scale", runs, checks.nonnegative),
+                            device=device, dtype=dtype)[:, None]
     fixed = torch.cat([W1, V.to(device=device, dtype=dtype)], dim=1)  # one product gives W1x and Vx
     a = a.to(device=device, dtype=dtype)
     theta = torch.as_tensor(retain, device=device, dtype=dtype)

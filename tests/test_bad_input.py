@@ -29,7 +29,7 @@ import torch
 
 import dropnb
 from dropnb import claims as claims_module, engine, factorization, features, homogeneous, masks, optimize, stats
-from dropnb import adversarial, twolayer
+from dropnb import adversarial, checks, twolayer
 
 # Plumbing of the book build, out of scope: it takes paths, HTML and docutils/sphinx objects, not
 # numbers, and runs outside the chapters.
@@ -167,6 +167,8 @@ EXAMPLES = {
     "checks.nonnegative": dict(value=0.5, name="x"),
     "checks.probability": dict(value=0.5, name="x"),
     "checks.weights": dict(value=np.array([0.5, 1.0]), name="lam", shape=(2,)),
+    "checks.per_run": dict(value=np.array([0.5, 1.0]), name="retain", runs=2, check=checks.probability),
+    "checks.whole": dict(value=3.0, name="steps"),
     "checks.real_array": dict(value=M, name="M"),
     "checks.matrix": dict(value=M, name="M"),
     "checks.vector": dict(value=SPECTRUM, name="s"),
@@ -822,6 +824,8 @@ for _mutation in ("zero_d", "wider", "other_ndim"):
 for _entry in ("sensing.completion_objective", "sensing.completion_gradient", "sensing.completion_descent"):
     ACCEPTED[(_entry, "lam", "zero_d")] = "a 0-d array is one number, the same weight for all"
 ACCEPTED[("checks.weights", "value", "zero_d")] = "a 0-d array is one number, the same weight for all"
+ACCEPTED[("checks.per_run", "value", "zero_d")] = "a 0-d array is one number, the same for every run"
+ACCEPTED[("adversarial.pgd_attack", "steps", "zero_d")] = "a 0-d array is one number, the same for every run"
 ACCEPTED[("checks.error", "value", "*")] = "error formats any value into the message"
 ACCEPTED[("checks.environment_integer", "default", "*")] = "the caller's default, returned as given"
 ACCEPTED[("checks.real_array", "value", "nan")] = "real_array checks the type only; matrix checks finiteness"

@@ -250,3 +250,15 @@ def test_weights_without_a_batch_shape_keep_their_own():
     assert checks.weights([[0.5], [1.0]], "lam").shape == (2, 1)
     with pytest.raises(ValueError, match=r"^lam must be a finite number ≥ 0 or an array of them, got "):
         checks.weights([1.0, -1.0], "lam")
+
+
+def test_per_run_broadcasts_a_number_and_checks_every_value():
+    np.testing.assert_array_equal(checks.per_run(0.5, "retain", 3, checks.probability), [0.5, 0.5, 0.5])
+    np.testing.assert_array_equal(checks.per_run(torch.tensor([1.0, 0.2], dtype=torch.float64), "retain", 2, checks.probability), [1.0, 0.2])
+    with pytest.raises(ValueError, match="retain"):
+        checks.per_run([0.5, 1.5], "retain", 2, checks.probability)
+    with pytest.raises(ValueError, match="one per run \\(3\\)"):
+        checks.per_run([0.5, 0.5], "retain", 3, checks.probability)
+    assert checks.whole(3.0, "steps") == 3
+    with pytest.raises(ValueError, match="steps"):
+        checks.whole(2.5, "steps")
