@@ -1,4 +1,4 @@
-"""Benchmark of the image attacks (`dropnb.adversarial.mlp_attack`); prints attack steps per second.
+"""Benchmark of the image attacks (`dropnb.adversarial.classifier_attack`); prints attack steps per second.
 
 Attack steps per second (one step is one gradient step on one point of one run) of the batched
 attack, R two-layer networks as one tensor program, against a loop that attacks with the same R
@@ -24,7 +24,7 @@ DIM, WIDTH = 784, 100
 def attack(params: dict, x: torch.Tensor, y: torch.Tensor, steps: int, rule: str) -> float:
     """Seconds of one ``steps``-step attack of every point of x for the networks ``params``."""
     start = time.perf_counter()
-    adversarial.mlp_attack(params, x, y, 0.01, 0.1, 0.01, steps, "reflected", rule, "linf")
+    adversarial.classifier_attack(params, x, y, 0.01, 0.1, 0.01, steps, "reflected", rule, "linf")
     if x.device.type == "cuda":
         torch.cuda.synchronize()
     return time.perf_counter() - start

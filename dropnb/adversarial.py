@@ -17,9 +17,9 @@ Also here: the reflected loss (:func:`reflected_logistic`; the loss and its slop
 (:func:`leaky_relu`, :func:`network`), exact worst cases (:func:`worst_margin_plane` in the plane,
 :func:`linear_worst_margin` for α = 1), and the multi-class toys of the source's Section 6.5
 (:func:`multiclass_pgd`, :func:`grid_readings`, :func:`lattice_flip_count`), and the image networks of
-its Tables 6-I and 6-II, batched over runs: :func:`mlp_init`, :func:`mlp_logits`, :func:`mlp_attack`
+its Tables 6-I and 6-II, batched over runs: :func:`mlp_init`, :func:`classifier_logits`, :func:`classifier_attack`
 (FGSM, BIM, PGD and their reflected and greedy versions, in the step order of the Adversarial
-Robustness Toolbox) and :func:`mlp_train` (standard or adversarial SGD).
+Robustness Toolbox) and :func:`classifier_train` (standard or adversarial SGD).
 """
 
 from __future__ import annotations
@@ -258,10 +258,7 @@ def adversarial_training(sample, W1, a, alpha: float, radius: float, eta: float,
     alpha, steps = _leak(alpha), checks.integer(steps, "steps")
     generator = checks.torch_generator(generator)
     device = generator.device
-    if dtype is None:
-        dtype = torch.float64 if device.type == "cpu" else torch.float32
-    elif dtype not in (torch.float32, torch.float64):
-        raise checks.error("dtype", "torch.float32, torch.float64 or None", dtype)
+    dtype = checks.float_dtype(dtype, device)
     radius = torch.as_tensor(checks.per_run(radius, "radius", runs, checks.nonnegative), device=device, dtype=dtype)
     eta = torch.as_tensor(checks.per_run(eta, "eta", runs, checks.positive), device=device, dtype=dtype)
     attack_rate = checks.positive(attack_rate, "attack_rate")
@@ -469,49 +466,98 @@ def lattice_flip_count(x, y: int, radius: float, box: float, points: int) -> int
 # ---------------------------------------------------------------------------------------------
 
 MLP_LOSSES = ("logistic", "reflected", "cross-entropy", "greedy")
+CONV_STRIDE = 2  # stride of the convolutional first layer (:func:`conv_init`)
 
 
-def _mlp_params(params) -> dict[str, torch.Tensor]:
-    if not isinstance(params, dict) or set(params) != {"W1", "b1", "W2", "b2"}:
-        raise ValueError(f"params must be a dict with keys W1, b1, W2, b2, got {checks._shown(params)}")
-    W1 = checks.tensor(params["W1"], "W1", ndim=3)
-    runs, width, dim = W1.shape
-    shapes = {"b1": (runs, width), "W2": (runs, None, width), "b2": (runs, None)}
+def _classifier_params(params) -> dict[str, torch.Tensor]:
+    """Validate the parameters of R two-layer classifiers: W1 (R, m, d) of an MLP or K1 (R, c, s, s) of a
+    convolution, then b1, W2 (R, k, ·) and b2 (R, k)."""
+    if not isinstance(params, dict) or set(params) not in ({"W1", "b1", "W2", "b2"}, {"K1", "b1", "W2", "b2"}):
+        raise ValueError(f"params must be a dict with keys W1 (or K1), b1, W2, b2, got {checks._shown(params)}")
+    first = "W1" if "W1" in params else "K1"
+    W1 = checks.tensor(params[first], first, ndim=3 if first == "W1" else 4)
+    runs, width = W1.shape[:2]
     W2 = checks.tensor(params["W2"], "W2", ndim=3)
+    hidden = width if first == "W1" else W2.shape[2]
+    if first == "K1" and (W1.shape[2] != W1.shape[3] or math.isqrt(hidden // width) ** 2 * width != hidden):
+        raise ValueError(f"K1 must be (R, c, s, s) and W2's columns c times a square, got {tuple(W1.shape)} and "
+                         f"{tuple(W2.shape)}")
     out = W2.shape[1]
-    for name, shape in shapes.items():
-        want = tuple(out if s is None else s for s in shape)
+    for name, want in {"b1": (runs, width), "W2": (runs, out, hidden), "b2": (runs, out)}.items():
         if tuple(params[name].shape) != want:
             raise ValueError(f"params[{name!r}] must have shape {want}, got {tuple(params[name].shape)}")
-    return {"W1": W1, "b1": params["b1"], "W2": W2, "b2": params["b2"]}
+    return {first: W1, "b1": params["b1"], "W2": W2, "b2": params["b2"]}
 
 
-def mlp_init(runs: int, dim: int, width: int, outputs: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+def _inputs(p) -> int:
+    """The input dimension d of validated classifier parameters (a square image of side n for a convolution)."""
+    if "W1" in p:
+        return p["W1"].shape[2]
+    channels, size = p["K1"].shape[1], p["K1"].shape[2]
+    out = math.isqrt(p["W2"].shape[2] // channels)
+    return ((out - 1) * CONV_STRIDE + size) ** 2
+
+
+def mlp_init(runs: int, dim: int, width: int, outputs: int, generator: torch.Generator,
+             dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
     """Start R two-layer networks f(x) = W₂σ(W₁x + b₁) + b₂ with W₁ (R, m, d) of entries N(0, 2/d),
-    W₂ (R, k, m) of entries N(0, 1/m) and zero biases, in float64 on the CPU (float32 on a GPU)."""
+    W₂ (R, k, m) of entries N(0, 1/m) and zero biases, in ``dtype`` (default: float64 on a CPU, float32
+    on a GPU)."""
     runs, dim = checks.integer(runs, "runs"), checks.integer(dim, "dim")
     width, outputs = checks.integer(width, "width"), checks.integer(outputs, "outputs")
     generator = checks.torch_generator(generator)
     device = generator.device
-    dtype = torch.float64 if device.type == "cpu" else torch.float32
+    dtype = checks.float_dtype(dtype, device)
     W1 = torch.randn(runs, width, dim, generator=generator, device=device, dtype=dtype) * math.sqrt(2 / dim)
     W2 = torch.randn(runs, outputs, width, generator=generator, device=device, dtype=dtype) / math.sqrt(width)
     return {"W1": W1, "b1": torch.zeros(runs, width, device=device, dtype=dtype), "W2": W2,
             "b2": torch.zeros(runs, outputs, device=device, dtype=dtype)}
 
 
-def mlp_logits(params, x, alpha: float) -> torch.Tensor:
-    """The outputs W₂σ(W₁x + b₁) + b₂ (R, n, k) of R networks (see :func:`mlp_init`) at x (R, n, d),
-    with the leaky ReLU σ(z) = max{αz, z}, α ∈ (0, 1]."""
-    p = _mlp_params(params)
+def conv_init(runs: int, side: int, channels: int, kernel: int, outputs: int, generator: torch.Generator,
+              dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
+    """Start R two-layer convolutional networks on square images of side n (inputs of length d = n²):
+    f(x) = W₂ vec σ(K₁ ⋆ x + b₁) + b₂, with c kernels K₁ (R, c, s, s) of entries N(0, 2/s²) applied at stride
+    2 (an (n − s)/2 + 1 square map per kernel, n − s even), W₂ (R, k, c·((n − s)/2 + 1)²) of entries
+    N(0, 1/fan-in) and zero biases, in ``dtype`` (default: float64 on a CPU, float32 on a GPU)."""
+    runs, side = checks.integer(runs, "runs"), checks.integer(side, "side")
+    channels, kernel = checks.integer(channels, "channels"), checks.integer(kernel, "kernel")
+    outputs = checks.integer(outputs, "outputs")
+    if kernel > side or (side - kernel) % CONV_STRIDE:
+        raise ValueError(f"kernel must be at most side and side − kernel a multiple of {CONV_STRIDE}, "
+                         f"got side {side} and kernel {kernel}")
+    generator = checks.torch_generator(generator)
+    device = generator.device
+    dtype = checks.float_dtype(dtype, device)
+    hidden = channels * ((side - kernel) // CONV_STRIDE + 1) ** 2
+    K1 = torch.randn(runs, channels, kernel, kernel, generator=generator, device=device, dtype=dtype) * math.sqrt(2) / kernel
+    W2 = torch.randn(runs, outputs, hidden, generator=generator, device=device, dtype=dtype) / math.sqrt(hidden)
+    return {"K1": K1, "b1": torch.zeros(runs, channels, device=device, dtype=dtype), "W2": W2,
+            "b2": torch.zeros(runs, outputs, device=device, dtype=dtype)}
+
+
+def classifier_logits(params, x, alpha: float) -> torch.Tensor:
+    """The outputs W₂σ(h(x)) + b₂ (R, n, k) of R two-layer networks at x (R, n, d), with h(x) = W₁x + b₁
+    (:func:`mlp_init`) or the convolution K₁ ⋆ x + b₁ (:func:`conv_init`), and the leaky ReLU
+    σ(z) = max{αz, z}, α ∈ (0, 1]."""
+    p = _classifier_params(params)
     x = checks.tensor(x, "x", ndim=3)
-    if x.shape[0] != p["W1"].shape[0] or x.shape[2] != p["W1"].shape[2]:
-        raise ValueError(f"x must be ({p['W1'].shape[0]}, n, {p['W1'].shape[2]}), got {tuple(x.shape)}")
-    return _logits(p, x.to(p["W1"].dtype), _leak(alpha))
+    runs, dim = p["b1"].shape[0], _inputs(p)
+    if x.shape[0] != runs or x.shape[2] != dim:
+        raise ValueError(f"x must be ({runs}, n, {dim}), got {tuple(x.shape)}")
+    return _logits(p, x.to(p["W2"].dtype), _leak(alpha))
 
 
 def _logits(p, x, alpha):
-    pre = torch.baddbmm(p["b1"][:, None, :], x, p["W1"].transpose(1, 2))
+    if "W1" in p:
+        pre = torch.baddbmm(p["b1"][:, None, :], x, p["W1"].transpose(1, 2))
+    else:  # all runs in one grouped convolution: images (n, R, side, side), kernels (R·c, 1, s, s)
+        runs, n, dim = x.shape
+        side, channels, size = math.isqrt(dim), p["K1"].shape[1], p["K1"].shape[2]
+        images = x.transpose(0, 1).reshape(n, runs, side, side)
+        maps = torch.nn.functional.conv2d(images, p["K1"].reshape(runs * channels, 1, size, size),
+                                          p["b1"].reshape(-1), stride=CONV_STRIDE, groups=runs)
+        pre = maps.reshape(n, runs, -1).transpose(0, 1)
     return torch.baddbmm(p["b2"][:, None, :], torch.maximum(alpha * pre, pre), p["W2"].transpose(1, 2))
 
 
@@ -540,7 +586,7 @@ def _labels(y, logits_shape, name="y") -> torch.Tensor:
     return y
 
 
-def mlp_attack(params, x, y, alpha: float, radius: float, step: float, steps: int, loss: str = "logistic",
+def classifier_attack(params, x, y, alpha: float, radius: float, step: float, steps: int, loss: str = "logistic",
                rule: str = "sign", ball: str = "linf", decay_every: int | None = None, decay: float = 1.0,
                clip: tuple[float, float] | None = (0.0, 1.0), restarts: int = 0,
                generator: torch.Generator | None = None) -> torch.Tensor:
@@ -554,9 +600,9 @@ def mlp_attack(params, x, y, alpha: float, radius: float, step: float, steps: in
     FGSM is one sign step of size ν, BIM sign steps. With ``restarts`` r > 0 the attack also runs from r
     uniform random starts in the ℓ∞ ball (``generator``) and keeps, per point, the end point of largest
     cross-entropy or ℓ."""
-    p = _mlp_params(params)
+    p = _classifier_params(params)
     x = checks.tensor(x, "x", ndim=3)
-    runs, dim = p["W1"].shape[0], p["W1"].shape[2]
+    runs, dim = p["b1"].shape[0], _inputs(p)
     if x.shape[0] != runs or x.shape[2] != dim:
         raise ValueError(f"x must be ({runs}, n, {dim}), got {tuple(x.shape)}")
     y = _labels(y, (runs, x.shape[1], p["W2"].shape[1]))
@@ -580,7 +626,7 @@ def mlp_attack(params, x, y, alpha: float, radius: float, step: float, steps: in
     if restarts:
         generator = checks.torch_generator(generator)
     p = {k: v.detach() for k, v in p.items()}
-    x, y = x.to(p["W1"].dtype), y.to(p["W1"].dtype)
+    x, y = x.to(p["W2"].dtype), y.to(p["W2"].dtype)
     base_loss = "logistic" if loss in ("logistic", "reflected") else "cross-entropy"
     best, best_value = None, None
     for r in range(restarts + 1):
@@ -629,15 +675,15 @@ def _ascend(p, x, y, delta, alpha, radius, step, steps, loss, rule, ball, decay_
     return delta.detach()
 
 
-def mlp_train(params, X, y, alpha: float, lr: float, epochs: int, batch: int, generator: torch.Generator,
+def classifier_train(params, X, y, alpha: float, lr: float, epochs: int, batch: int, generator: torch.Generator,
               lr_every: int | None = None, lr_decay: float = 1.0, attack: dict | None = None) -> dict[str, torch.Tensor]:
     """Minibatch SGD for R networks at once on the book's engine (:func:`dropnb.engine.train`), each run
     with its own shuffles of the shared data X (n, d), y (n,): W ← W − η_e ∇_W (1/B) Σ_i ℓ_train(f(δ_i)), with ℓ_train the logistic loss ℓ(yf) (one output)
     or the cross-entropy (several), η_e = lr·lr_decay^{⌊e/lr_every⌋} in epoch e, and δ_i = x_i, or with
-    ``attack`` (keyword arguments of :func:`mlp_attack`) its attack on x_i at the current weights
+    ``attack`` (keyword arguments of :func:`classifier_attack`) its attack on x_i at the current weights
     (adversarial training). Returns the trained parameters."""
-    p = {k: v.detach().clone() for k, v in _mlp_params(params).items()}
-    runs, width, dim = p["W1"].shape
+    p = {k: v.detach().clone() for k, v in _classifier_params(params).items()}
+    runs, dim = p["b1"].shape[0], _inputs(p)
     X = checks.tensor(X, "X")
     if X.shape[1] != dim:
         raise ValueError(f"X must have {dim} columns, got {tuple(X.shape)}")
@@ -649,8 +695,8 @@ def mlp_train(params, X, y, alpha: float, lr: float, epochs: int, batch: int, ge
         lr_every = checks.integer(lr_every, "lr_every")
     lr_decay = checks.number(lr_decay, "lr_decay", minimum=0.0, maximum=1.0, open_minimum=True)
     if attack is not None and not isinstance(attack, dict):
-        raise checks.error("attack", "None or a dict of mlp_attack's keyword arguments", attack)
-    X, y = X.to(p["W1"].dtype), y.to(p["W1"].dtype)
+        raise checks.error("attack", "None or a dict of classifier_attack's keyword arguments", attack)
+    X, y = X.to(p["W2"].dtype), y.to(p["W2"].dtype)
     train_loss = "logistic" if p["W2"].shape[1] == 1 else "cross-entropy"
     n = X.shape[0]
     per_epoch = -(-n // batch)
@@ -665,7 +711,7 @@ def mlp_train(params, X, y, alpha: float, lr: float, epochs: int, batch: int, ge
     def loss(state, idx) -> torch.Tensor:
         xb, yb = X[idx], y[idx]
         if attack is not None:
-            xb = mlp_attack({k: v.detach() for k, v in state.items()}, xb, yb, alpha, **attack)
+            xb = classifier_attack({k: v.detach() for k, v in state.items()}, xb, yb, alpha, **attack)
         return _objective(_logits(state, xb, alpha), yb, train_loss).mean(1)
 
     schedule = Schedule(epochs * per_epoch,

@@ -234,6 +234,20 @@ def tensor_weights(value, name: str):
     return array
 
 
+def float_dtype(value, device):
+    """A torch float dtype for computing on ``device``: float32 or float64 as given, or for ``None``
+    float64 on a CPU and float32 on a GPU."""
+    import torch
+
+    if not isinstance(device, (str, torch.device)):
+        raise error("device", "a torch.device or its name", device)
+    if value is None:
+        return torch.float64 if torch.device(device).type == "cpu" else torch.float32
+    if value not in (torch.float32, torch.float64):
+        raise error("dtype", "torch.float32, torch.float64 or None", value)
+    return value
+
+
 def generator(value, name: str = "rng") -> np.random.Generator:
     """A numpy random Generator (``np.random.default_rng(seed)``), returned as it is."""
     if not isinstance(value, np.random.Generator):

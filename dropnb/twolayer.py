@@ -311,10 +311,7 @@ def dropout_sgd(
     checks.flag(keep, "keep")
     checks.flag(progress, "progress")
     device = generator.device
-    if dtype is None:
-        dtype = torch.float64 if device.type == "cpu" else torch.float32
-    elif dtype not in (torch.float32, torch.float64):
-        raise checks.error("dtype", "torch.float32, torch.float64 or None", dtype)
+    dtype = checks.float_dtype(dtype, device)
     W1 = W1.to(device=device, dtype=dtype)
     if bool((W1.norm(dim=-1) > radius).any()):
         raise ValueError(f"radius must be at least the largest row norm of W1, got {radius!r}")
