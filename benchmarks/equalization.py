@@ -3,11 +3,12 @@
 1. Dropout SGD (Algorithm 1) at the paper's Figure 3 sizes (M ∈ ℝ^{120×80}, r ∈ {20, 80}, 50 runs):
    the batched engine (`dropnb.training.algorithm1`, all runs as one tensor program) against two
    straightforward per-run loops, one in torch and one in numpy.
-2. With ``--figure3``: the wall time of all six Figure 3 configurations (50 runs, 10⁵ steps each)
-   on the default device (a GPU when present).
+2. With ``--figure3``: the wall time of all six Figure 3 configurations (50 runs, 10⁵ steps each, or
+   ``--figure3-steps``) on the default device (a GPU when present), one batch per configuration
+   against the three rates of a width fused into one batch.
 3. The closed-form global optimum against L-BFGS at 120 × 80, r = 20: time and objective agreement.
 
-Usage: python benchmarks/equalization.py [--steps N] [--figure3]
+Usage: python benchmarks/equalization.py [--steps N] [--figure3] [--figure3-steps N]
 """
 
 from __future__ import annotations
@@ -74,23 +75,29 @@ def engine(steps: int) -> None:
               f"(×{torch_loop / batched:.1f}) | per-run numpy loop {numpy_time:7.0f} µs/step (×{numpy_time / batched:.1f})")
 
 
-def figure3() -> None:
+def figure3(steps: int) -> None:
     device = default_device()
-    print(f"2. Figure 3 at full scale on {device}: six configurations, {RUNS} runs, 10⁵ steps each")
+    print(f"2. Figure 3 at full scale on {device}: six configurations, {RUNS} runs, {steps:,} steps each,\n"
+          "   one batch per configuration against the three rates of a width in one batch (masks.PerRun)")
     rng = np.random.default_rng(1)
-    steps = 100_000
-    started = time.perf_counter()
     for width in (20, 80):
         M, U0, V0 = problem(width, RUNS, rng)
-        for lam in LAMBDAS:
-            mask = masks.Bernoulli(width, 1 / (1 + lam))
-            generator = torch.Generator(device=device).manual_seed(int(10 * lam) + width)
-            t0 = time.perf_counter()
-            training.algorithm1(M, U0, V0, mask, Schedule.inverse_time(0.005, steps / 10, steps), steps, generator,
-                                checkpoints=log_checkpoints(steps, 30), metrics=training.objective_metrics(M, mask),
-                                progress=False)
-            print(f"   r = {width}, λ = {lam}: {time.perf_counter() - t0:6.1f} s")
-    print(f"   total {time.perf_counter() - started:.1f} s")
+        rates = [masks.Bernoulli(width, 1 / (1 + lam)) for lam in LAMBDAS]
+        schedule = Schedule.inverse_time(0.005, steps / 10, steps)
+        started = time.perf_counter()
+        for k, mask in enumerate(rates):
+            generator = torch.Generator(device=device).manual_seed(k)
+            training.algorithm1(M, U0, V0, mask, schedule, steps, generator, checkpoints=log_checkpoints(steps, 30),
+                                metrics=training.objective_metrics(M, mask), progress=False)
+        separate = time.perf_counter() - started
+        per_run = masks.PerRun([mask for mask in rates for _ in range(RUNS)])
+        started = time.perf_counter()
+        training.algorithm1(M, np.concatenate([U0] * 3), np.concatenate([V0] * 3), per_run, schedule, steps,
+                            torch.Generator(device=device).manual_seed(0), checkpoints=log_checkpoints(steps, 30),
+                            metrics=training.objective_metrics(M, per_run), progress=False)
+        fused = time.perf_counter() - started
+        print(f"   r = {width}: three batches {separate:6.1f} s ({per_step(separate, 3 * steps):5.0f} µs/step) | "
+              f"one batch {fused:6.1f} s ({per_step(fused, steps):5.0f} µs/step, ×{separate / fused:.1f})")
 
 
 def closed_form_against_lbfgs() -> None:
@@ -114,12 +121,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=2000, help="steps of the batched engine (loops run a tenth)")
     parser.add_argument("--figure3", action="store_true", help="time the six full-scale Figure 3 configurations")
+    parser.add_argument("--figure3-steps", type=int, default=100_000, help="steps of each Figure 3 configuration")
     args = parser.parse_args()
     configure_threads()
     torch.set_default_dtype(torch.float64)
     engine(args.steps)
     if args.figure3:
-        figure3()
+        figure3(args.figure3_steps)
     closed_form_against_lbfgs()
 
 

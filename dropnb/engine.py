@@ -115,6 +115,16 @@ class Run:
     taken: int
     outcome: dict[str, np.ndarray] = field(default_factory=dict)
 
+    def select(self, runs) -> "Run":
+        """The record of some of the runs (an index, a slice or a list of run numbers), as a Run."""
+        if not isinstance(runs, (int, np.integer, slice, list, range, np.ndarray)) or isinstance(runs, bool):
+            raise error("runs", "a run number, a slice or a list of run numbers", runs)
+        pick = [runs] if isinstance(runs, (int, np.integer)) else runs
+        return Run(steps=self.steps, metrics={k: v[:, pick] for k, v in self.metrics.items()},
+                   kept={k: v[:, pick] for k, v in self.kept.items()}, final={k: v[pick] for k, v in self.final.items()},
+                   losses=None if self.losses is None else self.losses[pick], taken=self.taken,
+                   outcome={k: v[pick] for k, v in self.outcome.items()})
+
 
 def log_checkpoints(steps: int, count: int) -> np.ndarray:
     """About ``count`` distinct integers from 0 to ``steps``, log-spaced (0 and ``steps`` included)."""

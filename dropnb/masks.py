@@ -361,3 +361,47 @@ class SlidingWindow(MaskDistribution):
         count = active.sum(axis=1)
         probs = self.seed_probability**count * self._inactive ** (self.seeds - count)
         return self._expand(active).astype(np.float64), probs
+
+
+class PerRun:
+    """One mask distribution per run, all of the same width r, for training loops that advance R runs
+    at once (several rates in one batch): ``mean`` (R, 1, r) and ``characteristic`` (R, r, r) are the
+    runs' moments, shaped to broadcast over a batch (R, B, r) and over Gram matrices (R, r, r);
+    ``sample_torch((R, B), …)`` draws run i's B masks from the i-th distribution."""
+
+    def __init__(self, masks):
+        masks = tuple(masks) if isinstance(masks, (list, tuple)) else None
+        if not masks or not all(isinstance(m, MaskDistribution) for m in masks):
+            raise ValueError("masks must be a non-empty list or tuple of MaskDistribution, one per run")
+        if len({m.width for m in masks}) != 1:
+            raise ValueError(f"masks must all have the same width, got widths {sorted({m.width for m in masks})}")
+        self.masks, self.width, self.runs = masks, masks[0].width, len(masks)
+        self._groups = {}  # each distinct distribution and the runs that use it
+        for run, mask in enumerate(masks):
+            self._groups.setdefault(id(mask), (mask, []))[1].append(run)
+
+    def __repr__(self) -> str:
+        return f"PerRun({list(self.masks)!r})"
+
+    @property
+    def mean(self) -> np.ndarray:
+        """μ of each run, shape (R, 1, r)."""
+        return np.stack([m.mean for m in self.masks])[:, None, :]
+
+    @property
+    def characteristic(self) -> np.ndarray:
+        """C̄ of each run, shape (R, r, r)."""
+        return np.stack([m.characteristic for m in self.masks])
+
+    def sample_torch(self, shape, generator, dtype=torch.float64) -> torch.Tensor:
+        """Masks (R, B, r): for each distinct distribution, one draw for all the runs that use it."""
+        shape = checks.shape(shape, "shape")
+        if len(shape) != 2 or shape[0] != self.runs:
+            raise ValueError(f"shape must be ({self.runs}, B): the runs, then the batch; got {shape!r}")
+        runs, batch = shape
+        generator = checks.torch_generator(generator)
+        out = torch.empty((runs, batch, self.width), device=generator.device, dtype=dtype)
+        for mask, members in self._groups.values():
+            index = torch.as_tensor(members, device=generator.device)
+            out[index] = mask.sample_torch((len(members), batch), generator, dtype)
+        return out

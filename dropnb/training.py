@@ -32,20 +32,23 @@ import torch
 from . import checks, deep
 from .engine import Metrics, Run, Schedule, State, descend, train
 from .linear import _batched_objective
-from .masks import MaskDistribution
+from .masks import MaskDistribution, PerRun
 
 
-def objective_metrics(M: np.ndarray, mask: MaskDistribution, S: np.ndarray | None = None) -> Metrics:
+def objective_metrics(M: np.ndarray, mask: MaskDistribution | PerRun, S: np.ndarray | None = None) -> Metrics:
     """Metrics of the shallow network at a checkpoint, per run, in float64 on any device:
-    ``objective`` f (closed form, :func:`dropnb.linear.batched_objective`), ``loss`` ℓ and
-    ``scores`` αᵢ = ‖uᵢ‖ (vᵢᵀSvᵢ)^{1/2}. Validated here, once; not at each checkpoint."""
+    ``objective`` f (closed form, :func:`dropnb.linear.batched_objective`, with each run's mask for
+    a :class:`dropnb.masks.PerRun`), ``loss`` ℓ and ``scores`` αᵢ = ‖uᵢ‖ (vᵢᵀSvᵢ)^{1/2}. Validated
+    here, once; not at each checkpoint."""
     M = checks.matrix(M, "M")
-    mask = checks.instance(mask, "mask", MaskDistribution, "a MaskDistribution")
+    mask = _check_mask(mask)
     S = None if S is None else _check_moment(S, M.shape[1])
     constants = {}
 
     def metrics(state: State) -> dict[str, torch.Tensor]:
         U, V = state["U"].double(), state["V"].double()
+        if isinstance(mask, PerRun) and U.shape[0] != mask.runs:
+            raise ValueError(f"the state has {U.shape[0]} runs and the mask {mask.runs}")
         if not constants:
             tensor = lambda a: torch.as_tensor(a, device=U.device, dtype=torch.float64)  # noqa: E731
             constants.update(M=tensor(M), cbar=tensor(mask.characteristic), S=None if S is None else tensor(S))
@@ -72,7 +75,13 @@ def _check_run(generator, progress, keep=False) -> None:
     checks.flag(keep, "keep")
 
 
-def _check_problem(M, U0, V0, mask: MaskDistribution | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _check_mask(mask) -> MaskDistribution | PerRun:
+    if not isinstance(mask, (MaskDistribution, PerRun)):
+        raise checks.error("mask", "a MaskDistribution, or a masks.PerRun with one per run", mask)
+    return mask
+
+
+def _check_problem(M, U0, V0, mask: MaskDistribution | PerRun | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     M = checks.matrix(M, "M")
     U0, V0 = checks.matrix(U0, "U0", ndim=3), checks.matrix(V0, "V0", ndim=3)
     if U0.shape[0] != V0.shape[0] or U0.shape[2] != V0.shape[2]:
@@ -80,8 +89,10 @@ def _check_problem(M, U0, V0, mask: MaskDistribution | None) -> tuple[np.ndarray
     if U0.shape[1:2] + V0.shape[1:2] != M.shape:
         raise ValueError(f"U0 and V0 must have {M.shape[0]} and {M.shape[1]} rows to match M, "
                          f"got {U0.shape} and {V0.shape}")
-    if mask is not None and (not isinstance(mask, MaskDistribution) or mask.width != U0.shape[2]):
-        raise ValueError(f"mask must be a MaskDistribution of width {U0.shape[2]}, got {mask!r}")
+    if mask is not None and (not isinstance(mask, (MaskDistribution, PerRun)) or mask.width != U0.shape[2]
+                             or isinstance(mask, PerRun) and mask.runs != U0.shape[0]):
+        raise ValueError(f"mask must be a MaskDistribution of width {U0.shape[2]}, or a masks.PerRun of "
+                         f"{U0.shape[0]} of them, got {mask!r}")
     return M, U0, V0
 
 
@@ -120,7 +131,7 @@ def algorithm1(
     M: np.ndarray,
     U0: np.ndarray,
     V0: np.ndarray,
-    mask: MaskDistribution,
+    mask: MaskDistribution | PerRun,
     lr,
     steps: int | None,
     generator: torch.Generator,
@@ -140,9 +151,10 @@ def algorithm1(
     U ← U − (ηₜ/B) Σ e hᵀ and V ← V − (ηₜ/B) Σ x (b ⊙ Uᵀe)ᵀ. For B = 1 and Bernoulli masks
     (μ = θ𝟙) this is the printed algorithm; its expected direction is ½∇f·diag(μ) = (θ/2)∇f.
     ``lr`` and ``steps`` make a :class:`dropnb.engine.Schedule` (``Schedule.of``). The run's
-    state is ``U``, ``V``; its ``losses`` are the minibatch losses ‖e‖² (mean over the batch).
+    state is ``U``, ``V``; its ``losses`` are the minibatch losses ‖e‖² (mean over the batch). A
+    :class:`dropnb.masks.PerRun` gives each run its own mask distribution (several rates in one batch).
     """
-    checks.instance(mask, "mask", MaskDistribution, "a MaskDistribution")
+    _check_mask(mask)
     M, U0, V0 = _check_problem(M, U0, V0, mask)
     _check_run(generator, progress, keep)
     schedule = Schedule.of(lr, steps)
@@ -223,7 +235,7 @@ def gradient_descent(
     M: np.ndarray,
     U0: np.ndarray,
     V0: np.ndarray,
-    mask: MaskDistribution,
+    mask: MaskDistribution | PerRun,
     lr,
     steps: int | None,
     device: torch.device | str = "cpu",
@@ -235,8 +247,9 @@ def gradient_descent(
 ) -> Run:
     """Full-batch gradient descent along the expected direction of Algorithm 1 for R runs at once:
     U ← U − ηₜ · ½∇_U f · diag(μ), V ← V − ηₜ · ½∇_V f · diag(μ), with the closed-form gradient
-    ∇_U f = −2(M − UVᵀ)SV + 2U(C̄ ⊙ VᵀSV), ∇_V f = −2S(M − UVᵀ)ᵀU + 2SV(C̄ ⊙ UᵀU)."""
-    checks.instance(mask, "mask", MaskDistribution, "a MaskDistribution")
+    ∇_U f = −2(M − UVᵀ)SV + 2U(C̄ ⊙ VᵀSV), ∇_V f = −2S(M − UVᵀ)ᵀU + 2SV(C̄ ⊙ UᵀU) (μ and C̄ of
+    each run for a :class:`dropnb.masks.PerRun`)."""
+    _check_mask(mask)
     M, U0, V0 = _check_problem(M, U0, V0, mask)
     S = None if S is None else _check_moment(S, M.shape[1])
     checks.flag(progress, "progress")

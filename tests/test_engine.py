@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from dropnb.engine import Schedule, descend, log_checkpoints, train
+from dropnb.engine import Run, Schedule, descend, log_checkpoints, train
 
 # --- checkpoints ----------------------------------------------------------------------------------
 
@@ -193,3 +193,16 @@ def test_train_runs_on_the_device_of_the_parameters():
                 lambda state, _: ((torch.einsum("rij,rj->ri", A, state["w"]) - b) ** 2).sum(-1),
                 Schedule.constant(0.01, 20), progress=False)
     assert run.final["w"].dtype == np.float64 and run.losses.shape == (3, 20)
+
+
+def test_run_select_keeps_the_chosen_runs_of_every_record():
+    run = Run(steps=np.array([0, 5]), metrics=dict(f=np.arange(6.0).reshape(2, 3)), kept=dict(U=np.zeros((2, 3, 4))),
+              final=dict(U=np.arange(3.0)), losses=np.arange(6.0).reshape(3, 2), taken=5, outcome=dict(t=np.arange(3)))
+    part = run.select([2, 0])
+    np.testing.assert_array_equal(part.metrics["f"], [[2.0, 0.0], [5.0, 3.0]])
+    np.testing.assert_array_equal(part.final["U"], [2.0, 0.0])
+    np.testing.assert_array_equal(part.losses, [[4.0, 5.0], [0.0, 1.0]])
+    assert part.kept["U"].shape == (2, 2, 4) and part.taken == 5 and list(part.outcome["t"]) == [2, 0]
+    assert run.select(slice(1, 3)).final["U"].tolist() == [1.0, 2.0]
+    with pytest.raises(ValueError, match="runs"):
+        run.select("first")

@@ -34,6 +34,21 @@ def test_certificate_counts_flat_directions():
     assert certificate.null == 1 and certificate.curvature == pytest.approx(4.0)
 
 
+def test_newton_polish_converges_on_a_manifold_of_minima_without_a_hessian_matrix(monkeypatch):
+    M = np.diag([3.0, 2.0, 1.0])
+    fun, _ = linear.flat_objective(M, 4, None, mask=masks.Bernoulli(4, 0.6))  # minima: a manifold (rotations)
+    start = optimize.lbfgs(fun, 0.3 * np.random.default_rng(0).standard_normal(24), gtol=1e-5)
+
+    def no_matrix(*args, **kwargs):
+        raise AssertionError("the polish formed a Hessian matrix")
+
+    monkeypatch.setattr(torch.autograd.functional, "hessian", no_matrix)
+    polished = optimize.newton_polish(fun, start, steps=4)
+    before = np.linalg.norm(optimize.value_and_gradient(fun, start)[1])
+    after = np.linalg.norm(optimize.value_and_gradient(fun, polished)[1])
+    assert after < 1e-13 < before
+
+
 def test_hessian_matches_finite_differences():
     rng = np.random.default_rng(0)
     M = rng.standard_normal((3, 2))

@@ -6,7 +6,7 @@ import torch
 
 from dropnb import deep, linear, optimize, training
 from dropnb.rounding import roundoff_tolerance
-from dropnb.masks import Bernoulli, Blocks, Finite
+from dropnb.masks import Bernoulli, Blocks, Finite, PerRun
 from dropnb.engine import Run, log_checkpoints
 from dropnb.training import algorithm1
 
@@ -640,3 +640,41 @@ def test_relu_classifier_sgd_refuses_bad_input(change, message):
                      epochs=1, batch_size=4, generator=torch.Generator().manual_seed(0), progress=False)
     with pytest.raises(ValueError, match=message):
         training.relu_classifier_sgd(**{**arguments, **change})
+
+
+# --- one mask distribution per run -----------------------------------------------------------------
+
+def test_per_run_masks_of_one_distribution_reproduce_the_shared_mask():
+    M, U0, V0 = problem(3)
+    mask = Bernoulli(R, 0.5)
+    shared, per_run = run(M, U0, V0, mask), run(M, U0, V0, PerRun([mask] * 3))
+    np.testing.assert_array_equal(shared.kept["U"], per_run.kept["U"])
+    np.testing.assert_array_equal(shared.losses, per_run.losses)
+
+
+def test_per_run_masks_give_each_run_its_rate_in_descent_sampling_and_metrics():
+    M, U0, V0 = problem(3)
+    rates = (Bernoulli(R, 0.3), Bernoulli(R, 1.0), Blocks(R, 2, 0.6))
+    fused = training.gradient_descent(M, U0, V0, PerRun(rates), 0.05, 5, progress=False)
+    metrics = training.objective_metrics(M, PerRun(rates))({"U": torch.as_tensor(U0), "V": torch.as_tensor(V0)})
+    for i, mask in enumerate(rates):
+        alone = training.gradient_descent(M, U0[i:i + 1], V0[i:i + 1], mask, 0.05, 5, progress=False)
+        np.testing.assert_allclose(fused.final["U"][i], alone.final["U"][0], rtol=1e-13, atol=1e-15)
+        np.testing.assert_allclose(float(metrics["objective"][i]), linear.objective(M, U0[i], V0[i], mask), rtol=1e-13)
+    b = PerRun(rates).sample_torch((3, 500), torch.Generator().manual_seed(0))
+    assert torch.equal(b[1], torch.ones(500, R))  # retain 1 keeps every unit
+    assert torch.equal(b[2][:, 0], b[2][:, 1])  # blocks of two units
+
+
+def test_per_run_masks_refuse_mismatches():
+    M, U0, V0 = problem(3)
+    with pytest.raises(ValueError, match="same width"):
+        PerRun([Bernoulli(2, 0.5), Bernoulli(3, 0.5)])
+    with pytest.raises(ValueError, match="MaskDistribution"):
+        PerRun([])
+    with pytest.raises(ValueError, match="PerRun of 3"):
+        run(M, U0, V0, PerRun([Bernoulli(R, 0.5)] * 2))
+    with pytest.raises(ValueError, match="runs"):
+        PerRun([Bernoulli(R, 0.5)] * 2).sample_torch((3, 1), torch.Generator())
+    with pytest.raises(ValueError, match="runs"):
+        training.objective_metrics(M, PerRun([Bernoulli(R, 0.5)] * 2))({"U": torch.as_tensor(U0), "V": torch.as_tensor(V0)})
