@@ -539,13 +539,13 @@ def conv_init(runs: int, side: int, channels: int, kernel: int, outputs: int, ge
 def classifier_logits(params, x, alpha: float) -> torch.Tensor:
     """The outputs W₂σ(h(x)) + b₂ (R, n, k) of R two-layer networks at x (R, n, d), with h(x) = W₁x + b₁
     (:func:`mlp_init`) or the convolution K₁ ⋆ x + b₁ (:func:`conv_init`), and the leaky ReLU
-    σ(z) = max{αz, z}, α ∈ (0, 1]."""
+    σ(z) = max{αz, z}, α ∈ (0, 1]; x is moved to the parameters' device and dtype."""
     p = _classifier_params(params)
     x = checks.tensor(x, "x", ndim=3)
     runs, dim = p["b1"].shape[0], _inputs(p)
     if x.shape[0] != runs or x.shape[2] != dim:
         raise ValueError(f"x must be ({runs}, n, {dim}), got {tuple(x.shape)}")
-    return _logits(p, x.to(p["W2"].dtype), _leak(alpha))
+    return _logits(p, x.to(device=p["W2"].device, dtype=p["W2"].dtype), _leak(alpha))
 
 
 def _logits(p, x, alpha):
@@ -626,7 +626,7 @@ def classifier_attack(params, x, y, alpha: float, radius: float, step: float, st
     if restarts:
         generator = checks.torch_generator(generator)
     p = {k: v.detach() for k, v in p.items()}
-    x, y = x.to(p["W2"].dtype), y.to(p["W2"].dtype)
+    x, y = (v.to(device=p["W2"].device, dtype=p["W2"].dtype) for v in (x, y))
     base_loss = "logistic" if loss in ("logistic", "reflected") else "cross-entropy"
     best, best_value = None, None
     for r in range(restarts + 1):
@@ -696,7 +696,7 @@ def classifier_train(params, X, y, alpha: float, lr: float, epochs: int, batch: 
     lr_decay = checks.number(lr_decay, "lr_decay", minimum=0.0, maximum=1.0, open_minimum=True)
     if attack is not None and not isinstance(attack, dict):
         raise checks.error("attack", "None or a dict of classifier_attack's keyword arguments", attack)
-    X, y = X.to(p["W2"].dtype), y.to(p["W2"].dtype)
+    X, y = (v.to(device=p["W2"].device, dtype=p["W2"].dtype) for v in (X, y))
     train_loss = "logistic" if p["W2"].shape[1] == 1 else "cross-entropy"
     n = X.shape[0]
     per_epoch = -(-n // batch)
