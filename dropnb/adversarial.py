@@ -465,7 +465,7 @@ def lattice_flip_count(x, y: int, radius: float, box: float, points: int) -> int
 # Two-layer networks on images (the source's Tables 6-I and 6-II), batched over runs
 # ---------------------------------------------------------------------------------------------
 
-MLP_LOSSES = ("logistic", "reflected", "cross-entropy", "greedy")
+CLASSIFIER_LOSSES = ("logistic", "reflected", "cross-entropy", "greedy")
 CONV_STRIDE = 2  # stride of the convolutional first layer (:func:`conv_init`)
 
 
@@ -608,7 +608,7 @@ def classifier_attack(params, x, y, alpha: float, radius: float, step: float, st
     y = _labels(y, (runs, x.shape[1], p["W2"].shape[1]))
     alpha, radius, step = _leak(alpha), checks.positive(radius, "radius"), checks.positive(step, "step")
     steps = checks.integer(steps, "steps")
-    loss, rule, ball = checks.choice(loss, "loss", MLP_LOSSES), checks.choice(rule, "rule", RULES), checks.choice(ball, "ball", BALLS)
+    loss, rule, ball = checks.choice(loss, "loss", CLASSIFIER_LOSSES), checks.choice(rule, "rule", RULES), checks.choice(ball, "ball", BALLS)
     if (p["W2"].shape[1] == 1) != (loss in ("logistic", "reflected")):
         raise ValueError(f"loss must be 'logistic' or 'reflected' for one output and 'cross-entropy' or 'greedy' "
                          f"for several, got {loss!r} for {p['W2'].shape[1]} outputs")
@@ -717,5 +717,5 @@ def classifier_train(params, X, y, alpha: float, lr: float, epochs: int, batch: 
     schedule = Schedule(epochs * per_epoch,
                         lambda t: lr * lr_decay ** ((t // per_epoch) // lr_every) if lr_every else lr)
     run = train(p, loss, schedule, data=minibatch, checkpoints=[0, schedule.steps], progress=False,
-                description="MLP training")
+                description="classifier training")
     return {k: torch.as_tensor(v, device=p[k].device, dtype=p[k].dtype) for k, v in run.final.items()}

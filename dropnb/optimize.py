@@ -3,9 +3,10 @@
 An objective is a torch function of one flat float64 vector; gradients and Hessians come from
 autograd (exact up to roundoff). :func:`minimize` runs L-BFGS (scipy) from a starting point and
 then a few damped Newton steps, each solved by MINRES on Hessian-vector products (no Hessian
-matrix is formed) and kept only if it lowers the gradient norm; they converge quadratically also
-when the minima form a manifold (the Hessian is singular along it). Only the certificate forms
-the Hessian, in one batched autograd pass, for its spectrum. A
+matrix is formed) and kept only if it lowers the gradient norm; the damping lets them converge
+also when the minima form a manifold (the Hessian is singular along it), each step contracting the
+gradient by about μ/m (see :func:`newton_polish`). Only the certificate forms the Hessian, in one
+batched autograd pass, for its spectrum. A
 :class:`FirstOrderCertificate` turns the final gradient norm g and the curvature m across the
 manifold into bounds:
 
