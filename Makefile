@@ -6,11 +6,12 @@ BIN := $(VENV)/bin
 READY := $(VENV)/.installed
 NAME ?= regularizer
 PROFILE ?= quick
+GPU_PYTHON ?= 3.12
 
-.PHONY: help book pdf browser test unit chapter seeds paths goldens timings mutation clean
+.PHONY: help book pdf browser test unit chapter seeds paths goldens timings gpu-kit mutation clean
 
 help:  ## list the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z]+):.*## /  make \1\t/' | expand -t 24
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /  make \1\t/' | expand -t 24
 
 $(READY): requirements.txt requirements-data.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +52,9 @@ goldens: $(READY)  ## refresh tests/golden/ from a run of every chapter at quick
 
 timings: $(READY)  ## wall time of every chapter at PROFILE (default quick), alone and two at once
 	$(BIN)/python benchmarks/book.py --profile $(PROFILE)
+
+gpu-kit: $(READY)  ## the wheels a bare GPU machine lacks, into .gpu-kit/py$(GPU_PYTHON) (needs the registry; CONTRIBUTING.md)
+	$(BIN)/python -m dropnb.gpukit fetch --python $(GPU_PYTHON)
 
 mutation: $(READY)  ## slow: the mutation score of the claims (100 mutants of dropnb), report in benchmarks/results/mutation.md
 	$(BIN)/python benchmarks/mutation.py --count 100

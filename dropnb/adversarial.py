@@ -177,13 +177,15 @@ def pgd_attack(W, a, x, y, alpha: float, radius: float, eta, steps, loss: str = 
     device, dtype = W.device, W.dtype
     a, x, y = (v.to(device=device, dtype=dtype) for v in (a, x, y))
     eta = torch.as_tensor(checks.per_run(eta, "eta", runs, checks.positive), device=device, dtype=dtype)
-    count = torch.as_tensor(checks.per_run(steps, "steps", runs, checks.whole), device=device, dtype=dtype)
-    return _pgd(W, a, x, y, alpha, radius, eta, count, loss, rule, ball, keep)
+    steps = checks.per_run(steps, "steps", runs, checks.whole)
+    count = torch.as_tensor(steps, device=device, dtype=dtype)
+    return _pgd(W, a, x, y, alpha, radius, eta, count, int(np.max(steps)), loss, rule, ball, keep)
 
 
-def _pgd(W, a, x, y, alpha: float, radius: float, eta: torch.Tensor, count: torch.Tensor, loss: str, rule: str,
-         ball: str, keep: bool) -> Attack:
-    """Algorithm 5 on validated tensors: η (R,) and T (R,) per run."""
+def _pgd(W, a, x, y, alpha: float, radius: float, eta: torch.Tensor, count: torch.Tensor, horizon: int, loss: str,
+         rule: str, ball: str, keep: bool) -> Attack:
+    """Algorithm 5 on validated tensors: η (R,) and T (R,) per run, for ``horizon`` ≥ max T steps (a run
+    stops improving its point after its own T)."""
     device, dtype = W.device, W.dtype
     eta = eta[:, None, None]
     if isinstance(radius, torch.Tensor):
@@ -191,7 +193,7 @@ def _pgd(W, a, x, y, alpha: float, radius: float, eta: torch.Tensor, count: torc
     delta = x.clone()
     best, best_margin = x.clone(), torch.full(y.shape, math.inf, device=device, dtype=dtype)
     path, margins = [], []
-    for t in range(int(count.max())):
+    for t in range(horizon):
         z, grad = _margin_and_gradient(W, a, delta, y, alpha)
         better = (z < best_margin) & (t < count)[:, None]
         best = torch.where(better[..., None], delta, best)
@@ -300,7 +302,10 @@ def adversarial_training(sample, W1, a, alpha: float, radius: float, eta: float,
         count = torch.full_like(rate, float(attack_steps))
         if accuracy is not None:
             count = torch.clamp(torch.ceil(8 * radius**2 / (rate * accuracy)), min=1.0, max=float(attack_steps))
-        attack = _pgd(W, a, x[:, None, :], y[:, None], alpha, radius, rate, count, loss, "raw", "l2", False)
+        # On a GPU every attack runs T_atk steps (the runs past their own count masked), since reading the
+        # largest count back would make the host wait for the device at every step; on the CPU it is free.
+        horizon = int(count.max()) if accuracy is not None and device.type == "cpu" else attack_steps
+        attack = _pgd(W, a, x[:, None, :], y[:, None], alpha, radius, rate, count, horizon, loss, "raw", "l2", False)
         delta = attack.point[:, 0]
         pre = torch.bmm(W, delta[:, :, None])[..., 0]
         slope = torch.where(pre >= 0, torch.ones_like(pre), torch.full_like(pre, alpha))

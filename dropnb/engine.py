@@ -221,8 +221,8 @@ def train(parameters: Mapping[str, torch.Tensor], loss: Callable[[State, Any], t
     Each step draws ``batch = data(t)`` (None without a data source: full batch), differentiates the
     summed loss and updates with ``optimizer``: ``"sgd"``, W ← W − ηₜ∇W, or ``"adam"`` (torch's
     Adam with learning rate ηₜ); then ``project(parameters)``, if given, acts in place without
-    gradients. The loss must stay finite (FloatingPointError). Returns :func:`descend`'s Run, with
-    ``losses`` the loss at every step before its update.
+    gradients. The loss must stay finite (FloatingPointError, raised at the next checkpoint). Returns
+    :func:`descend`'s Run, with ``losses`` the loss at every step before its update.
     """
     if optimizer not in ("sgd", "adam"):
         raise ValueError(f"optimizer must be 'sgd' or 'adam', got {optimizer!r}")
@@ -237,11 +237,14 @@ def train(parameters: Mapping[str, torch.Tensor], loss: Callable[[State, Any], t
     state = {name: p.detach().clone().requires_grad_(True) for name, p in parameters.items()}
     weights = list(state.values())
     adam = torch.optim.Adam(weights, lr=schedule(0)) if optimizer == "adam" else None
+    # Whether every loss so far was finite, kept on the device and read only before a checkpoint and at the
+    # end: reading it every step would make the host wait for the device at every step.
+    finite = torch.ones((), dtype=torch.bool, device=weights[0].device)
+    due = set(check_checkpoints(checkpoints, schedule.steps).tolist()) | {schedule.steps}
 
     def step(t: int, eta: float) -> torch.Tensor:
         value = loss(state, None if data is None else data(t))
-        if not _finite(value):
-            raise FloatingPointError(f"{description} diverged at step {t}: the loss is not finite; lower the step size")
+        finite.logical_and_(torch.isfinite(value.detach()).all())
         if adam is None:
             gradients = torch.autograd.grad(value.sum(), weights)
             with torch.no_grad():
@@ -255,6 +258,9 @@ def train(parameters: Mapping[str, torch.Tensor], loss: Callable[[State, Any], t
         if project is not None:
             with torch.no_grad():
                 project(state)
+        if t + 1 in due and not bool(finite):
+            raise FloatingPointError(f"{description} diverged before step {t + 1}: a loss was not finite; "
+                                     "lower the step size")
         return value.detach()
 
     return descend(state, step, schedule, checkpoints=checkpoints, metrics=metrics, keep=keep, progress=progress,

@@ -379,6 +379,7 @@ class PerRun:
         self._groups = {}  # each distinct distribution and the runs that use it
         for run, mask in enumerate(masks):
             self._groups.setdefault(id(mask), (mask, []))[1].append(run)
+        self._indices: dict = {}  # index tensors of the groups whose runs are not consecutive, by device
 
     def __repr__(self) -> str:
         return f"PerRun({list(self.masks)!r})"
@@ -402,6 +403,15 @@ class PerRun:
         generator = checks.torch_generator(generator)
         out = torch.empty((runs, batch, self.width), device=generator.device, dtype=dtype)
         for mask, members in self._groups.values():
-            index = torch.as_tensor(members, device=generator.device)
-            out[index] = mask.sample_torch((len(members), batch), generator, dtype)
+            out[self._rows(members, generator.device)] = mask.sample_torch((len(members), batch), generator, dtype)
         return out
+
+    def _rows(self, members: list[int], device) -> slice | torch.Tensor:
+        """The rows of ``members``: a slice when they are consecutive, else an index tensor made once per
+        device (a copy to the device at every step would make the host wait)."""
+        if members == list(range(members[0], members[-1] + 1)):
+            return slice(members[0], members[-1] + 1)
+        key = (id(members), str(device))
+        if key not in self._indices:
+            self._indices[key] = torch.as_tensor(members, device=device)
+        return self._indices[key]

@@ -34,6 +34,7 @@ from typing import Iterable, Iterator
 import jupytext
 import nbformat
 import papermill
+import psutil
 
 from . import checks
 from .claims import CLAIMS_DIR_VARIABLE, load_records
@@ -108,7 +109,8 @@ def execute(name: str, output: Path, profile: str = "quick", seed: int | None = 
 @dataclass(frozen=True)
 class Job:
     """One chapter run in its own process: chapter, profile, seed, output folder, extra environment,
-    and code run before the chapter (``prepend``: a planted bug)."""
+    code run before the chapter (``prepend``: a planted bug) and a time limit in seconds (``timeout``:
+    the run and its kernel are stopped there)."""
 
     chapter: str
     folder: Path
@@ -116,17 +118,24 @@ class Job:
     seed: int | None = None
     environment: dict[str, str] = field(default_factory=dict)
     prepend: str | None = None
+    timeout: float | None = None
+
+    def __post_init__(self):
+        if self.timeout is not None:
+            checks.positive(self.timeout, "timeout")
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a :class:`Job` gave: its exit status, wall time, records and the end of its error output."""
+    """What a :class:`Job` gave: its exit status, wall time, records, the end of its error output and
+    whether it was stopped at its time limit."""
 
     job: Job
     returncode: int
     seconds: float
     records: list[dict]
     error: str
+    timed_out: bool = False
 
     @property
     def failed_claims(self) -> list[str]:
@@ -145,7 +154,10 @@ CODE_PATHS = {
 
 
 def run_job(job: Job) -> Outcome:
-    """Execute ``job`` in a fresh process (``python -m dropnb.notebooks run``); records go to its folder."""
+    """Execute ``job`` in a fresh process (``python -m dropnb.notebooks run``); records go to its folder.
+
+    At the job's time limit the process and everything it started (its kernel) are killed; the
+    records written until then are kept and the outcome says ``timed_out``."""
     folder = job.folder.resolve()
     folder.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "dropnb.notebooks", "run", job.chapter, "--profile", job.profile,
@@ -155,10 +167,34 @@ def run_job(job: Job) -> Outcome:
     if job.prepend:
         command += ["--prepend", job.prepend]
     start = time.perf_counter()
-    result = subprocess.run(command, cwd=ROOT, env=os.environ | job.environment, capture_output=True, text=True)
+    process = subprocess.Popen(command, cwd=ROOT, env=os.environ | job.environment, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        _, stderr = process.communicate(timeout=job.timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        _kill_tree(process)
+        _, stderr = process.communicate()
+        stderr, timed_out = stderr + f"\nstopped at the time limit of {job.timeout:g} s", True
     seconds = time.perf_counter() - start
     records = load_records(folder, [job.chapter]).get(job.chapter, [])
-    return Outcome(job, result.returncode, seconds, records, result.stderr[-3000:] if result.returncode else "")
+    failed = process.returncode != 0 or timed_out
+    return Outcome(job, process.returncode, seconds, records, stderr[-3000:] if failed else "", timed_out)
+
+
+def _kill_tree(process: subprocess.Popen) -> None:
+    """Kill ``process`` and every process it started (a Jupyter kernel runs in a session of its own)."""
+    try:
+        children = psutil.Process(process.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        children = []
+    process.kill()
+    for child in children:
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(children, timeout=30)
 
 
 def run_jobs(jobs: list[Job], parallel: int = 1) -> Iterator[Outcome]:

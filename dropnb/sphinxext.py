@@ -4,8 +4,8 @@
   for one claim's block) renders the records in
   ``$DROPNB_CLAIMS_DIR`` (set here to ``<book>/_build/claims`` unless given) as MyST tables, and
   warns (an error under ``-W``) when a chapter's recorded ids differ from the committed ledger.
-* ``timing-table`` directive (argument: a profile) renders the wall times committed by
-  ``benchmarks/book.py`` as ``benchmarks/results/<profile>-<device>.json``.
+* ``timing-table`` directive (argument: a profile) renders the rows committed by ``benchmarks/book.py``
+  and ``benchmarks/gpu.py`` as ``benchmarks/results/<profile>-<device>.json`` (:mod:`dropnb.timing`).
 * The report pages (config ``dropnb_report_pages``) are read after every other page, so the
   chapters have executed and written their records first, and are re-read on every build.
 * Glued numbers in the prose are written readably (``2,140``, ``1.2 × 10⁻¹⁶``), never in
@@ -36,6 +36,7 @@ from sphinx.util import logging
 from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util.docutils import SphinxDirective
 
+from . import timing
 from .claims import CLAIMS_DIR_VARIABLE, load_records, totals
 from .render import claim_block, claims_table, is_estimate, readable_text
 
@@ -166,35 +167,17 @@ class ClaimsReport(SphinxDirective):
 
 
 class TimingTable(SphinxDirective):
-    """Render the timing tables committed as ``benchmarks/results/<profile>-<device>.json`` by
-    ``benchmarks/book.py --json`` (argument: the profile), one table per file; without a file, say so."""
+    """Render the timing rows committed as ``benchmarks/results/<profile>-<device>.json`` (argument: the
+    profile) with :func:`dropnb.timing.table`."""
 
     required_arguments = 1
 
     def run(self) -> list[nodes.Node]:
-        profile = self.arguments[0]
         folder = Path(self.env.app.srcdir) / "benchmarks" / "results"
-        files = sorted(folder.glob(f"{profile}-*.json"))
-        for path in files:
+        for path in folder.glob("*.json"):
             self.env.note_dependency(str(path))
-        if not files:
-            text = (f"No timing at profile `{profile}` is committed yet. On the machine to be measured, "
-                    f"`python benchmarks/book.py --profile {profile} --alone-only --json "
-                    f"benchmarks/results/{profile}-<device>.json` writes one.")
-            return self._parse(text)
-        text = []
-        for path in files:
-            rows = json.loads(path.read_text())
-            text += [f"`{path.name}`, device {', '.join(sorted({str(r['device']) for r in rows}))}:", "",
-                     "| chapter | seconds | claims held | peak GPU memory | slowest cell |", "|---|---|---|---|---|"]
-            for r in rows:
-                peak = f"{r['peak_gpu_bytes'] / 2**30:.1f} GiB" if r.get("peak_gpu_bytes") is not None else "no GPU"
-                slowest = r.get("slowest_cells") or [{}]
-                cell = f"{slowest[0]['seconds']:.0f} s (cell {slowest[0]['cell']})" if slowest[0] else "not recorded"
-                text.append(f"| {r['chapter']} | {r['seconds']:.0f} | {r['claims_passed']} of {r['claims_total']} | "
-                            f"{peak} | {cell} |")
-            text.append("")
-        return self._parse("\n".join(text))
+        ledger = list(json.loads((Path(self.env.app.srcdir) / "chapters" / "ledger.json").read_text()))
+        return self._parse(timing.table(self.arguments[0], ledger, folder))
 
     def _parse(self, text: str) -> list[nodes.Node]:
         container = nodes.container()

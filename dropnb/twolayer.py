@@ -48,20 +48,27 @@ def logistic_slope(z, base: float = 2.0) -> np.ndarray | float:
 
 def network(W, a, X, mask=None) -> np.ndarray:
     """g(W; x, b) = m^{-1/2} Σ_r a_r b_r σ(w_rᵀx) for every column x of X (d, n), in float64;
-    without a mask (b = 1) this is f(x; W). W (m, d), a (m,), mask (m,) or (m, n)."""
+    without a mask (b = 1) this is f(x; W). W (m, d), a (m,), mask (m,) or (m, n); or one input
+    X (d, 1) under k masks, mask (m, k), which gives k outputs. The sums over units are
+    matrix-vector products."""
     W, X = checks.matrix(W, "W"), checks.matrix(X, "X")
     a = checks.vector(a, "a")
-    if a.shape != (W.shape[0],) or X.shape[0] != W.shape[1]:
-        raise ValueError(f"a and X must be ({W.shape[0]},) and ({W.shape[1]}, n) for W of shape {W.shape}, "
+    width = W.shape[0]
+    if a.shape != (width,) or X.shape[0] != W.shape[1]:
+        raise ValueError(f"a and X must be ({width},) and ({W.shape[1]}, n) for W of shape {W.shape}, "
                          f"got {a.shape} and {X.shape}")
-    hidden = np.maximum(W @ X, 0.0) * a[:, None]
-    if mask is not None:
-        mask = checks.matrix(mask, "mask", ndim=np.ndim(mask))
-        if mask.shape not in ((W.shape[0],), (W.shape[0], X.shape[1])):
-            raise ValueError(f"mask must be ({W.shape[0]},) or ({W.shape[0]}, {X.shape[1]}) for W of shape {W.shape} "
-                             f"and X of shape {X.shape}, got {mask.shape}")
-        hidden = hidden * (mask if mask.ndim == 2 else mask[:, None])
-    return hidden.sum(0) / math.sqrt(W.shape[0])
+    hidden = np.maximum(W @ X, 0.0)  # (m, n)
+    if mask is None:
+        return a @ hidden / math.sqrt(width)
+    mask = checks.matrix(mask, "mask", ndim=np.ndim(mask))
+    if mask.shape == (width,):
+        return (a * mask) @ hidden / math.sqrt(width)
+    if mask.ndim == 2 and mask.shape[0] == width and (mask.shape[1] == X.shape[1] or X.shape[1] == 1):
+        if X.shape[1] == 1:  # one input, one mask a column
+            return mask.T @ (a * hidden[:, 0]) / math.sqrt(width)
+        return np.einsum("r,rn,rn->n", a, mask, hidden) / math.sqrt(width)
+    raise ValueError(f"mask must be ({width},), ({width}, {X.shape[1]}) or, for one input, ({width}, k) for W of "
+                     f"shape {W.shape} and X of shape {X.shape}, got {mask.shape}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -376,10 +383,14 @@ def dropout_sgd(
         W.add_(s[:, :, None] * x[:, None, :])
         squared = norms["squared"].add_(2 * s * pre + s.square() * x.square().sum(-1, keepdim=True))
         over = (squared > radius**2) & (s != 0)  # a row the step left alone is in the ball already
-        if bool(over.any()):
-            tally["projections"] += over.to(dtype).sum(-1)
-            W.mul_(torch.where(over, radius / squared.sqrt(), torch.ones_like(squared))[:, :, None])
-            norms["squared"] = W.square().sum(-1)
+        tally["projections"] += over.to(dtype).sum(-1)
+        # On a GPU project every step, multiplying the rows inside the ball by exactly 1 (asking whether a
+        # row left it would make the host wait for the device at every step); on the CPU, where asking is
+        # free, only when one did. Both give the same numbers.
+        if device.type != "cpu" or bool(over.any()):
+            factor = torch.where(over, radius / squared.sqrt(), torch.ones_like(squared))
+            W.mul_(factor[:, :, None])
+            squared.mul_(factor.square())
 
     def metrics(state) -> dict[str, torch.Tensor]:
         drift = state["W"] - W1

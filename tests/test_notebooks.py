@@ -4,7 +4,8 @@ import re
 
 import pytest
 
-from dropnb.notebooks import CHAPTERS, CODE_PATHS, Job, Outcome, chapters_with_claims, execute, load_chapter, run_jobs
+from dropnb.notebooks import (CHAPTERS, CODE_PATHS, Job, Outcome, chapters_with_claims, execute, load_chapter, run_job,
+                              run_jobs)
 
 
 def test_every_ledger_chapter_loads_with_its_parameters_cell():
@@ -57,3 +58,21 @@ def test_every_page_opens_with_what_it_shows_and_closes_with_a_summary(page):
     assert re.match(r"\n*```\{admonition\} What this (chapter|page) shows\n:class: chapter-overview\n", rest)
     headings = re.findall(r"^## (.+)$", text, re.MULTILINE)
     assert headings[-2:] == ["Summary", "Claims of this chapter"]
+
+
+@pytest.mark.chapters
+def test_a_job_past_its_time_limit_is_stopped_with_its_kernel(tmp_path):
+    import psutil
+
+    before = {p.pid for p in psutil.process_iter() if "ipykernel" in " ".join(p.cmdline())}
+    outcome = run_job(Job("convergence", tmp_path, profile="book", timeout=8.0))
+    assert outcome.timed_out and outcome.returncode != 0 and outcome.seconds < 60
+    assert outcome.error.endswith("stopped at the time limit of 8 s")
+    after = {p.pid for p in psutil.process_iter() if "ipykernel" in " ".join(p.cmdline())}
+    assert after <= before, "the kernel of the stopped job is still running"
+
+
+@pytest.mark.parametrize("timeout", [0, -1.0, "10"])
+def test_a_job_refuses_a_time_limit_that_is_not_positive(timeout, tmp_path):
+    with pytest.raises(ValueError, match="^timeout must"):
+        Job("regularizer", tmp_path, timeout=timeout)

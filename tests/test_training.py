@@ -666,6 +666,16 @@ def test_per_run_masks_give_each_run_its_rate_in_descent_sampling_and_metrics():
     assert torch.equal(b[2][:, 0], b[2][:, 1])  # blocks of two units
 
 
+def test_per_run_masks_draw_each_distribution_once_for_its_runs_consecutive_or_not():
+    half, full = Bernoulli(R, 0.5), Bernoulli(R, 1.0)
+    drawn = PerRun([half, full, half]).sample_torch((3, 40), torch.Generator().manual_seed(1))
+    generator = torch.Generator().manual_seed(1)
+    expected = half.sample_torch((2, 40), generator, torch.float64)
+    assert torch.equal(drawn[[0, 2]], expected) and torch.equal(drawn[1], torch.ones(40, R))
+    again = PerRun([half, half, full]).sample_torch((3, 40), torch.Generator().manual_seed(1))
+    assert torch.equal(again[:2], expected)
+
+
 def test_per_run_masks_refuse_mismatches():
     M, U0, V0 = problem(3)
     with pytest.raises(ValueError, match="same width"):

@@ -77,6 +77,9 @@ def test_network_against_a_loop_over_units():
     sample_mask = (rng.random((m, n)) < 0.5).astype(float)
     np.testing.assert_allclose(tl.network(W, a, X, sample_mask), plain_network(W, a, X, sample_mask),
                                rtol=1e-13, atol=1e-15)
+    one_input = X[:, [0]]  # one input under several masks: as many copies of the input, one mask each
+    np.testing.assert_allclose(tl.network(W, a, one_input, sample_mask),
+                               plain_network(W, a, np.repeat(one_input, n, 1), sample_mask), rtol=1e-13, atol=1e-15)
     # f(x; θW) = θ f(x; W): the test-time rescaling
     np.testing.assert_allclose(tl.network(0.3 * W, a, X), 0.3 * tl.network(W, a, X), rtol=1e-13, atol=1e-15)
     with pytest.raises(ValueError, match="mask"):

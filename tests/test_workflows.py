@@ -42,6 +42,8 @@ def test_actionlint_rejects_a_broken_workflow(tmp_path):
 def test_workflows_run_what_they_promise():
     ci, gpu, pages = ((WORKFLOWS / name).read_text() for name in NAMES)
     assert "bash .ci/run" in ci
-    assert "--profile full" in gpu and "chapters/ledger.json" in gpu
-    assert "actions/upload-artifact@" in gpu and '"passed"' in gpu
+    assert "chapters/ledger.json" in gpu and "fromJSON(needs.pages.outputs.pages)" in gpu
+    assert "fail-fast: false" in gpu and "timeout-minutes: 20" in gpu
+    assert "benchmarks/gpu.sh --profile full" in gpu and "actions/upload-artifact@" in gpu
+    assert "benchmarks/gpu.py merge --check --all" in gpu
     assert "make book" in pages and "actions/deploy-pages@" in pages
