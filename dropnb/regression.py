@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=("refresh", "compare"))
     parser.add_argument("chapters", nargs="*", help="default: every chapter in the ledger")
     parser.add_argument("--records", type=Path, required=True, help="folder of <chapter>.jsonl records")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # options before, between or after the chapters
     chapters = args.chapters or chapters_with_claims()
     if args.command == "refresh":
         found = load_records(args.records, chapters)

@@ -11,7 +11,7 @@ import pytest
 
 from dropnb.claims import load_records
 from dropnb.notebooks import chapters_with_claims, execute
-from dropnb.regression import GOLDENS, differences, golden_record, read_golden, write_golden
+from dropnb.regression import GOLDENS, differences, golden_record, main, read_golden, write_golden
 
 
 def record(id="ch.a", comparison="close", measured=1.0, target=1.0, tolerance=0.5, **extra):
@@ -165,3 +165,13 @@ def test_a_repeated_run_reproduces_its_records_bit_for_bit(quick_build, tmp_path
 
 def test_goldens_folder_holds_only_ledger_chapters():
     assert sorted(p.stem for p in GOLDENS.glob("*.json")) == sorted(chapters_with_claims())
+
+
+@pytest.mark.parametrize("order", [["compare", "--records", "{}", "regularizer"],
+                                   ["--records", "{}", "compare", "regularizer"],
+                                   ["compare", "regularizer", "--records", "{}"]])
+def test_the_command_takes_its_options_anywhere(order, tmp_path, capsys):
+    golden = read_golden("regularizer")
+    (tmp_path / "regularizer.jsonl").write_text("".join(json.dumps(r) + "\n" for r in golden))
+    assert main([part.format(tmp_path) for part in order]) == 0
+    assert "regularizer: matches its golden" in capsys.readouterr().out
