@@ -36,6 +36,9 @@ MISSING = ("no browser: install Debian's chromium and chromium-driver (make brow
 # A figure drawn at the book's 110 dpi with 10-point labels keeps them at 12 px or more on
 # screen when it is shown at no less than this fraction of its natural size.
 SMALLEST_FIGURE_SCALE = 0.8
+# Seconds a page may take to load, typeset and decode its images: a limit on a wait for those events,
+# not a pause; generous, since a busy machine renders slowly. A renderer that times out is asked once more.
+LOAD_LIMIT = 300
 
 
 def _browser_path() -> str | None:
@@ -83,7 +86,7 @@ def browser(width: int, height: int = 900):
     # A window is never narrower than about 500 px: emulate the screen to reach a phone's width.
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
                            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 800})
-    driver.set_page_load_timeout(60)
+    driver.set_page_load_timeout(LOAD_LIMIT)
     try:
         yield driver
     finally:
@@ -173,10 +176,19 @@ return problems;
 
 
 def load(driver, url: str) -> None:
-    """Open ``url`` and wait until MathJax has typeset the page and its images are decoded."""
-    driver.set_script_timeout(60)
-    driver.get(url)
-    driver.execute_async_script(_WAIT_FOR_MATHJAX)
+    """Open ``url`` and wait until MathJax has typeset the page and its images are decoded (at most
+    :data:`LOAD_LIMIT` seconds; a timeout is retried once, then raised)."""
+    from selenium.common.exceptions import TimeoutException
+
+    driver.set_script_timeout(LOAD_LIMIT)
+    for attempt in range(2):
+        try:
+            driver.get(url)
+            driver.execute_async_script(_WAIT_FOR_MATHJAX)
+            return
+        except TimeoutException:
+            if attempt:
+                raise
 
 
 def layout_problems(driver, url: str, figure_scale: bool = True) -> list[str]:

@@ -75,8 +75,9 @@ def test_the_checker_finds_what_a_reader_would(tmp_path):
 def test_the_whole_book_prints_to_pdf(site, tmp_path):
     """Every page of the quick build, printed by Chromium in reading order into one PDF."""
     pdf = tmp_path / "book.pdf"
-    subprocess.run([sys.executable, "-m", "dropnb.browser", "pdf", str(site), str(pdf)], check=True,
-                   capture_output=True)
+    result = subprocess.run([sys.executable, "-m", "dropnb.browser", "pdf", str(site), str(pdf)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, f"printing the book failed:\n{result.stdout}\n{result.stderr[-4000:]}"
     from pypdf import PdfReader
 
     reader = PdfReader(pdf)
