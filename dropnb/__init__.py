@@ -5,7 +5,8 @@ Modules by concept:
 * running a chapter: :mod:`~dropnb.config` (profile, seeds, device), :mod:`~dropnb.threads`
   (thread counts of the numeric libraries), :mod:`~dropnb.claims` (claims and errata),
   :mod:`~dropnb.rounding` (rounding bounds and their operation counts),
-  :mod:`~dropnb.notebooks` (executing chapters), :mod:`~dropnb.timing` (what a page run cost, as one
+  :mod:`~dropnb.notebooks` (executing chapters), :mod:`~dropnb.planted` (planted bugs as forks of one
+  chapter run), :mod:`~dropnb.timing` (what a page run cost, as one
   row), :mod:`~dropnb.gpukit` (the wheels a bare GPU machine lacks), :mod:`~dropnb.regression` (golden claim
   records), :mod:`~dropnb.render` (how numbers and claims read), :mod:`~dropnb.sphinxext` (the pages
   generated from the records), :mod:`~dropnb.browser` (the built book in a real browser: layout

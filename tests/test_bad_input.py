@@ -37,6 +37,7 @@ OUT_OF_SCOPE_MODULES = {
     "browser": "drives a headless browser over the built HTML (paths and pages, not numbers)",
     "sphinxext": "sphinx extension hooks, called by sphinx with its own application objects",
     "notebooks": "executes chapters (paths, page names and a CLI)",
+    "planted": "runs planted bugs as forks of chapter runs (page names, code and a CLI)",
     "timing": "rows of page runs (paths, page names, JSON rows and a table for the book build)",
     "gpukit": "the GPU kit's wheels (requirements files, pip and a CLI)",
     "bibliography": "pybtex style plugin, called by sphinxcontrib-bibtex",

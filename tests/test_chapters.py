@@ -1,7 +1,8 @@
 """Every chapter executes at the quick profile, every claim holds, and the claims can fail.
 
 The records and executed notebooks come from the one quick build of the session (conftest);
-the planted bugs run the chapter again, up to the first failing claim.
+the planted bugs run the chapter again from the cell where the bug first acts, up to the first
+failing claim (dropnb.planted: forks of one clean run per chapter).
 """
 
 import json
@@ -10,7 +11,8 @@ import os
 import pytest
 
 from dropnb.claims import load_records
-from dropnb.notebooks import LEDGER, Job, chapters_with_claims, run_jobs
+from dropnb import planted
+from dropnb.notebooks import LEDGER, Job, chapters_with_claims, run_job
 
 pytestmark = pytest.mark.chapters
 REQUIRED_FIELDS = {"id", "chapter", "page", "source", "statement", "measured", "target", "comparison",
@@ -517,13 +519,13 @@ PLANTED_BUGS = {
 
 @pytest.fixture(scope="session")
 def planted_outcomes(request, tmp_path_factory):
-    """The selected planted bugs run once each, as many at a time as there are cores (a chapter runs
-    on one thread), each in its own process and folder."""
+    """The selected planted bugs, each run once from the cell where it first acts (a fork of its
+    chapter's one clean run), as many at a time as there are cores (a chapter runs on one thread)."""
     bugs = [item.callspec.params["bug"] for item in request.session.items
             if getattr(item, "originalname", None) == "test_claims_catch_a_planted_bug"]
-    root = tmp_path_factory.mktemp("planted")
-    jobs = [Job(PLANTED_BUGS[bug][0], root / f"bug-{i}", prepend=PLANTED_BUGS[bug][1]) for i, bug in enumerate(bugs)]
-    return dict(zip(bugs, run_jobs(jobs, parallel=os.cpu_count() or 1)))
+    outcomes = planted.run([PLANTED_BUGS[bug][:2] for bug in bugs], tmp_path_factory.mktemp("planted"),
+                           parallel=os.cpu_count() or 1)
+    return dict(zip(bugs, outcomes))
 
 
 @pytest.mark.parametrize("bug", PLANTED_BUGS)
@@ -532,3 +534,14 @@ def test_claims_catch_a_planted_bug(bug, planted_outcomes):
     outcome = planted_outcomes[bug]
     assert outcome.returncode != 0 and "ClaimFailed" in outcome.error, outcome.error
     assert outcome.failed_claims == [failing_claim], outcome.error
+
+def test_a_forked_bug_run_is_the_run_with_the_bug_prepended(tmp_path):
+    """The fork that starts a bug mid-chapter records what the chapter run with the bug prepended
+    records: the same claims with the same values."""
+    chapter, code, failing = PLANTED_BUGS["the exact Rademacher supremum in the plane taken over the arc ends only"]
+    forked, = planted.run([(chapter, code)], tmp_path / "forked")
+    prepended = run_job(Job(chapter, tmp_path / "prepended", prepend=code))
+    assert forked.failed_claims == prepended.failed_claims == [failing], (forked.error, prepended.error)
+    assert len(forked.records) > 1
+    keys = ("id", "measured", "target", "tolerance", "passed")
+    assert [[r[k] for k in keys] for r in forked.records] == [[r[k] for k in keys] for r in prepended.records]
