@@ -15,7 +15,8 @@ The loss is the logistic loss in natural log, ℓ(z) = ln(1 + e^{−z}), and the
 Also here: the reflected loss (:func:`reflected_logistic`; the loss and its slope are
 :func:`dropnb.twolayer.logistic` and :func:`dropnb.twolayer.logistic_slope` with ``base=e``), the network
 (:func:`leaky_relu`, :func:`network`), exact worst cases (:func:`worst_margin_plane` in the plane,
-:func:`linear_worst_margin` for α = 1), and the multi-class toys of the source's Section 6.5
+:func:`linear_worst_margin` for α = 1), a certified superset of the β-broken points
+(:func:`beta_certificate`), and the multi-class toys of the source's Section 6.5
 (:func:`multiclass_pgd`, :func:`grid_readings`, :func:`lattice_flip_count`), and the image networks of
 its Tables 6-I and 6-II, batched over runs: :func:`mlp_init`, :func:`classifier_logits`, :func:`classifier_attack`
 (FGSM, BIM, PGD and their reflected and greedy versions, in the step order of the Adversarial
@@ -126,6 +127,25 @@ def linear_worst_margin(w, X, y, radius: float) -> np.ndarray:
     if X.shape[1] != w.size or y.shape != (X.shape[0],):
         raise ValueError(f"X must be (n, {w.size}) for w of size {w.size}, and y (n,), got {X.shape} and {y.shape}")
     return y * (X @ w) - checks.nonnegative(radius, "radius") * np.linalg.norm(w)
+
+
+def beta_certificate(W, a, X, y, alpha: float, radius: float, beta: float) -> np.ndarray:
+    """The points of X (n, d) with labels y (n,) that may be β-broken, a superset of those that are:
+    y f(x; a, W̄) < ν Σ_r |a_r| ‖w̄_r‖ − β with W̄ = W/‖W‖_F. Each unit is 1-Lipschitz, so
+    |f(δ; a, W̄) − f(x; a, W̄)| ≤ Σ_r |a_r| ‖w̄_r‖ ‖δ − x‖, and a point outside the set has
+    min_{‖δ − x‖ ≤ ν} y f(δ; a, W̄) ≥ −β; the share of flagged points bounds L_β(W) from above on X."""
+    W, a = _weights(W, a)
+    X, y = checks.matrix(X, "X"), checks.vector(y, "y")
+    if X.shape[1] != W.shape[1]:
+        raise ValueError(f"X must have {W.shape[1]} columns for W of shape {W.shape}, got {X.shape}")
+    if y.shape != (X.shape[0],):
+        raise ValueError(f"y must have one label per row of X ({X.shape[0]}), got shape {y.shape}")
+    radius, beta = checks.nonnegative(radius, "radius"), checks.nonnegative(beta, "beta")
+    norm = float(np.linalg.norm(W))
+    if norm == 0.0:
+        raise ValueError("W must not be zero: the β-robust error normalises it")
+    lipschitz = float(np.abs(a) @ np.linalg.norm(W, axis=1)) / norm
+    return y * network(W, a, X, alpha) / norm < radius * lipschitz - beta
 
 
 # ---------------------------------------------------------------------------------------------
@@ -383,87 +403,166 @@ def multiclass_pgd(W, x, y: int, radius: float, step: float, steps: int, loss: s
     return np.array(path)
 
 
-def _grid(box: float, points: int) -> np.ndarray:
-    return np.linspace(-box, box, points)
+def _grid(box: float, points: int, endpoints: bool = True) -> np.ndarray:
+    """The grid values of one axis: ``points`` values from −b to b with both ends (a closed box), or,
+    with ``endpoints=False``, the ``points`` inner values of ``points + 2`` from −b to b (inside the open box)."""
+    return np.linspace(-box, box, points) if endpoints else np.linspace(-box, box, points + 2)[1:-1]
 
 
-def _box_grid(x, y, radius, box, points):
+def _box_grid(x, y, radius, box, points, endpoints=True):
     x = checks.vector(x, "x")
     y = checks.integer(y, "y", minimum=0, maximum=x.size - 1)
     radius, box = checks.positive(radius, "radius"), checks.positive(box, "box")
     points = checks.integer(points, "points", minimum=2)
-    return x, y, radius, box, points
-
-
-def grid_readings(x, y: int, radius: float, box: float, points: int, top: int = 1000) -> dict[str, np.ndarray]:
-    """The grid search of the source's Figure 6-2 for the identity classifier z = x + δ: every δ of
-    the grid {−b, …, b}³ (``points`` values per axis, b = ``box``) with ‖δ‖ ≤ ν, ranked by each
-    reading of the multi-class reflected loss (:data:`READINGS`, highest first). For each reading,
-    the multi-class margins z_y − max_{j≠y} z_j of its ``top`` best points, in rank order
-    (a negative margin is a label flip). Also ``"feasible"`` and ``"flips"``: the counts of feasible
-    grid points and of those that flip the label."""
-    x, y, radius, box, points = _box_grid(x, y, radius, box, points)
-    top = checks.integer(top, "top")
+    checks.flag(endpoints, "endpoints")
     if x.size != 3:
         raise ValueError(f"x must have 3 entries (three classes), got {x.size}")
-    grid = _grid(box, points)
+    return x, y, radius, box, points, endpoints
+
+
+# Lipschitz constant in δ (ℓ2) of every reading of :data:`READINGS`: the gradients in z are p − e_y, e_j − p,
+# q − p (q, p probability vectors), Σ_j σ(·)(e_j − e_y) over two classes, a softmax of −z, and a logistic of the
+# margin, whose own gradient is e_y − e_j; each has norm at most √2, the one-versus-one sum at most 2√2.
+_READING_LIPSCHITZ = 2 * math.sqrt(2)
+
+
+def _reading_scores(Z: np.ndarray, x: np.ndarray, y: int, names=READINGS) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The readings ``names`` of :data:`READINGS` at the logits Z (n, 3), and the multi-class margins
+    z_y − max_{j≠y} z_j."""
     others = [j for j in range(3) if j != y]
-    kept = {name: (np.empty(0), np.empty(0)) for name in READINGS}
-    feasible = flips = 0
-    D2, D3 = np.meshgrid(grid, grid, indexing="ij")
-    for d1 in grid:
-        inside = d1 * d1 + D2 * D2 + D3 * D3 <= radius * radius
-        if not inside.any():
-            continue
-        Z = np.stack([x[0] + d1 + 0 * D2[inside], x[1] + D2[inside], x[2] + D3[inside]], axis=-1)
-        log_p = _softmax_terms(Z, y)
-        margin = Z[:, y] - Z[:, others].max(-1)
-        feasible += int(inside.sum())
-        flips += int((margin < 0).sum())
-        wrong = Z[:, others]
-        scores = {
-            "cross-entropy": -log_p[:, y],
-            "greedy target": log_p[:, others[int(np.argmax(x[others]))]],
-            "worst wrong class": log_p[:, others].max(-1),
-            "log(1 - p_y)": np.log1p(-np.exp(log_p[:, y])),
-            "one-vs-one": -np.logaddexp(0.0, Z[:, [y]] - wrong).sum(-1),
-            "literal reflection": _softmax_terms(-Z, y)[:, y],
-            "margin": -np.logaddexp(0.0, margin),
-        }
-        for name, score in scores.items():
-            s, mg = kept[name]
-            s, mg = np.concatenate([s, score]), np.concatenate([mg, margin])
-            if s.size > top:
-                keep = np.argpartition(-s, top - 1)[:top]
-                s, mg = s[keep], mg[keep]
-            kept[name] = (s, mg)
-    result = {name: mg[np.argsort(-s, kind="stable")] for name, (s, mg) in kept.items()}
-    result["feasible"], result["flips"] = np.array(feasible), np.array(flips)
+    log_p = _softmax_terms(Z, y)
+    margin = Z[:, y] - Z[:, others].max(-1)
+    formulas = {
+        "cross-entropy": lambda: -log_p[:, y],
+        "greedy target": lambda: log_p[:, others[int(np.argmax(x[others]))]],
+        "worst wrong class": lambda: log_p[:, others].max(-1),
+        "log(1 - p_y)": lambda: np.log1p(-np.exp(log_p[:, y])),
+        "one-vs-one": lambda: -np.logaddexp(0.0, Z[:, [y]] - Z[:, others]).sum(-1),
+        "literal reflection": lambda: _softmax_terms(-Z, y)[:, y],
+        "margin": lambda: -np.logaddexp(0.0, margin),
+    }
+    return {name: formulas[name]() for name in names}, margin
+
+
+def _ball_runs(s: np.ndarray, grid: np.ndarray, bound: float) -> tuple[np.ndarray, np.ndarray]:
+    """For each partial sum s of squares, the run lo ≤ k < hi of the increasing ``grid`` whose values g meet
+    fl(s + fl(g²)) ≤ ``bound``, exactly: that set is a run, since fl(g²) grows with |g| and fl(s + q) with q;
+    a first guess by bisection at ±√(bound − s) is corrected one entry at a time with the floating-point test."""
+    n = grid.size
+    half = np.sqrt(np.maximum(bound - s, 0.0))
+    lo, hi = np.searchsorted(grid, -half, side="left"), np.searchsorted(grid, half, side="right")
+
+    def inside(k):
+        g = grid[np.clip(k, 0, n - 1)]
+        return (k >= 0) & (k < n) & (s + g * g <= bound)
+
+    while True:
+        moves = [inside(lo - 1), ~inside(lo) & (lo < hi), inside(hi), ~inside(hi - 1) & (lo < hi)]
+        if not any(m.any() for m in moves):
+            return lo, np.maximum(hi, lo)
+        lo = lo - moves[0] + moves[1]
+        hi = hi + moves[2] - moves[3]
+
+
+def grid_readings(x, y: int, radius: float, box: float, points: int, top: int = 1000,
+                  endpoints: bool = True, block: int = 8) -> dict[str, np.ndarray]:
+    """The grid search of the source's Figure 6-2 for the identity classifier z = x + δ: among the δ of
+    the grid G³ (G = ``points`` values per axis on [−b, b], b = ``box``, see ``endpoints``) with
+    ‖δ‖ ≤ ν (tested as fl(fl(δ₁² + δ₂²) + δ₃²) ≤ fl(ν²)), the ``top`` of highest score for each reading of
+    the multi-class reflected loss (:data:`READINGS`), ties broken by position (first axis slowest). Returns,
+    for each reading, the multi-class margins z_y − max_{j≠y} z_j of those points in rank order (a negative
+    margin is a label flip), and ``"feasible"``, the number of grid points in the ball.
+
+    Exact without scoring every point (branch and bound): the grid is cut into cubes of ``block``³ points;
+    every reading is 2√2-Lipschitz in δ, so no point of a cube scores more than the cube's centre plus
+    2√2 times its half-diagonal (plus 10⁻⁹ for rounding); the cubes are scored in decreasing order of that
+    bound until the next bound falls below the ``top``-th best score found."""
+    x, y, radius, box, points, endpoints = _box_grid(x, y, radius, box, points, endpoints)
+    top = checks.integer(top, "top")
+    block = checks.integer(block, "block")
+    grid = _grid(box, points, endpoints)
+    bound = radius * radius
+    D1, D2 = (v.ravel() for v in np.meshgrid(grid, grid, indexing="ij"))
+    lo, hi = _ball_runs(D1 * D1 + D2 * D2, grid, bound)
+    feasible = int(np.sum(hi - lo))
+    starts = np.arange(0, points, block)
+    ends = np.minimum(starts + block, points)
+    low, high = grid[starts], grid[ends - 1]
+    centre, half = (low + high) / 2, (high - low) / 2
+    # cubes that meet the ball: the nearest point of the cube to the origin is within ν
+    near = np.where(low > 0, low, np.where(high < 0, -high, 0.0))
+    cubes = np.stack([v.ravel() for v in np.meshgrid(*(np.arange(starts.size),) * 3, indexing="ij")], 1)
+    cubes = cubes[(near[cubes] ** 2).sum(1) <= bound * (1 + 1e-12)]
+    reach = _READING_LIPSCHITZ * np.sqrt((half[cubes] ** 2).sum(1)) + 1e-9
+    centre_scores, _ = _reading_scores(x + centre[cubes], x, y)
+    result = {}
+    for name in READINGS:
+        order = np.argsort(-(centre_scores[name] + reach), kind="stable")
+        ceiling = (centre_scores[name] + reach)[order]
+        best_score, best_index, best_margin = np.empty(0), np.empty(0, dtype=np.int64), np.empty(0)
+        done = 0
+        while done < order.size:
+            if best_score.size >= top and ceiling[done] < best_score[top - 1]:
+                break
+            batch = order[done:done + 64]
+            done += batch.size
+            pieces = []
+            for c in cubes[batch]:
+                axes = np.meshgrid(*(np.arange(starts[v], ends[v]) for v in c), indexing="ij")
+                pieces.append(np.stack([v.ravel() for v in axes], 1))
+            index = np.concatenate(pieces)
+            d1, d2, d3 = grid[index[:, 0]], grid[index[:, 1]], grid[index[:, 2]]
+            inside = d1 * d1 + d2 * d2 + d3 * d3 <= bound
+            index = index[inside]
+            Z = np.stack([x[0] + grid[index[:, 0]], x[1] + grid[index[:, 1]], x[2] + grid[index[:, 2]]], 1)
+            scores, margins = _reading_scores(Z, x, y, (name,))
+            linear = (index[:, 0] * points + index[:, 1]) * points + index[:, 2]
+            best_score = np.concatenate([best_score, scores[name]])
+            best_index = np.concatenate([best_index, linear])
+            best_margin = np.concatenate([best_margin, margins])
+            keep = np.lexsort((best_index, -best_score))[:top]
+            best_score, best_index, best_margin = best_score[keep], best_index[keep], best_margin[keep]
+        result[name] = best_margin
+    result["feasible"] = np.array(feasible)
     return result
 
 
-def lattice_flip_count(x, y: int, radius: float, box: float, points: int) -> int:
-    """The number of δ of the grid of :func:`grid_readings` with ‖δ‖ ≤ ν and x_y + δ_y below another
-    class, counted without the third axis: for each pair (δ_j, δ_k) on the other two axes, the grid
-    values of the remaining coordinate within ±√(ν² − δ_j² − δ_k²) that make the pair flip (the
-    identity classifier, three classes, ties not counted as flips)."""
-    x, y, radius, box, points = _box_grid(x, y, radius, box, points)
-    if x.size != 3:
-        raise ValueError(f"x must have 3 entries (three classes), got {x.size}")
-    grid = _grid(box, points)
-    count = 0
-    j, k = [c for c in range(3) if c != y]
-    for dy in grid:
-        for dj in grid:
-            rest = radius * radius - dy * dy - dj * dj
-            if rest < 0:
-                continue
-            half = math.sqrt(rest)
-            lo, hi = np.searchsorted(grid, -half, side="left"), np.searchsorted(grid, half, side="right")
-            dk = grid[lo:hi]
-            dk = dk[dy * dy + dj * dj + dk * dk <= radius * radius]
-            count += int(np.sum(np.maximum(x[j] + dj, x[k] + dk) > x[y] + dy))
-    return count
+def lattice_flip_count(x, y: int, radius: float, box: float, points: int, endpoints: bool = True) -> int:
+    """The number of δ of the grid of :func:`grid_readings` in the ball (the same floating-point test) whose
+    logits z = x + δ put another class strictly above y (z_y < max_{j≠y} z_j, ties not counted), counted
+    without visiting the points: for each pair (δ₁, δ₂) of the first two axes, the values of δ₃ in the ball
+    form a run of the grid, and so do the flipping ones (z₃ = x₃ + δ₃ grows with δ₃); both runs are found
+    by bisection and corrected with the exact floating-point tests, so the count is exact, points on the
+    sphere included."""
+    x, y, radius, box, points, endpoints = _box_grid(x, y, radius, box, points, endpoints)
+    grid = _grid(box, points, endpoints)
+    D1, D2 = (v.ravel() for v in np.meshgrid(grid, grid, indexing="ij"))
+    lo, hi = _ball_runs(D1 * D1 + D2 * D2, grid, radius * radius)
+    z1, z2, z3 = x[0] + D1, x[1] + D2, x[2] + grid  # z₃ does not decrease along the grid
+    n = points
+
+    def first_above(level):  # the first k with z₃[k] > level, exactly
+        k = np.searchsorted(z3, level, side="right")
+        while True:
+            up = (k < n) & ~(z3[np.minimum(k, n - 1)] > level)
+            down = (k > 0) & (z3[np.maximum(k - 1, 0)] > level)
+            if not (up.any() or down.any()):
+                return k
+            k = k + up - down
+
+    if y == 2:  # a flip needs z₃ < max(z₁, z₂): the δ₃ before the first with z₃ ≥ that level
+        level = np.maximum(z1, z2)
+        k = np.searchsorted(z3, level, side="left")
+        while True:
+            up = (k < n) & (z3[np.minimum(k, n - 1)] < level)
+            down = (k > 0) & ~(z3[np.maximum(k - 1, 0)] < level)
+            if not (up.any() or down.any()):
+                break
+            k = k + up - down
+        return int(np.sum(np.maximum(np.minimum(hi, k) - lo, 0)))
+    own, other = (z1, z2) if y == 0 else (z2, z1)
+    start = np.where(other > own, 0, first_above(own))  # the pair flips already, or δ₃ must lift z₃ above z_y
+    return int(np.sum(np.maximum(hi - np.maximum(lo, start), 0)))
 
 
 # ---------------------------------------------------------------------------------------------

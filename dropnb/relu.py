@@ -287,7 +287,7 @@ def relu_rademacher_2d(X, Z, weights, signs) -> tuple[np.ndarray, np.ndarray]:
     X (2, n) whose points are atoms of the law P(x = zₖ) = pₖ (Z (2, K), weights), a(v)² = E σ(vᵀx)²;
     and a maximizing direction per draw (draws, 2).
 
-    This is 𝔑_S(F_α)/α per draw: F_α is the convex hull of ±α σ(vᵀ·)/a(v), whatever the width.
+    This is 𝔑̂ₙ(F_α)/α per draw: F_α is the convex hull of ±α σ(vᵀ·)/a(v), whatever the width.
     On each arc between breakpoints the numerator is |cᵀv| (c the signed sum of the active samples)
     and a(v)² = vᵀAv, so |cᵀv|/√(vᵀAv) peaks at v ∝ ±A⁻¹c when that lies in the arc, else at an end.
     """
@@ -340,7 +340,7 @@ def linear_as_relu(w, width: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def finite_class_rademacher(G) -> float:
-    """𝔑_S(G) = E_ζ maxₖ 1/n Σᵢ ζᵢ gₖᵢ for the finite class of vectors G (K, n), exactly: the mean
+    """𝔑̂ₙ(G) = E_ζ maxₖ 1/n Σᵢ ζᵢ gₖᵢ for the finite class of vectors G (K, n), exactly: the mean
     over all 2ⁿ sign vectors ζ ∈ {±1}ⁿ (n ≤ 16)."""
     G = checks.matrix(G, "G")
     n = G.shape[1]

@@ -345,3 +345,34 @@ def enumerated_input_dropout_loss(M, A, y, theta: float) -> float:
         if weight > 0:
             total += weight * np.mean((y - np.einsum("ab,jab->j", M, A * (B / theta))) ** 2)
     return float(total)
+
+
+def rating_biases(rows, cols, values, shape: tuple[int, int], ridge: float) -> tuple[float, np.ndarray, np.ndarray]:
+    """The row-and-column bias predictor μ + bₐ + c_k of observed entries (``rows``, ``cols``,
+    ``values``) of a d₁ × d₂ matrix: μ the mean of the values and, with yⱼ − μ the centred values,
+    (b, c) = argmin Σⱼ (yⱼ − μ − b_{aⱼ} − c_{kⱼ})² + ridge·(‖b‖² + ‖c‖²), solved exactly from the
+    normal equations [[diag(nₐ) + ridge·I, N], [Nᵀ, diag(n_k) + ridge·I]] (b, c) = (row sums, column sums)
+    of the centred values, N the d₁ × d₂ matrix of entry counts (ridge > 0 makes them definite).
+    Returns (μ, b (d₁,), c (d₂,))."""
+    rows, cols, (d1, d2) = _entries(rows, cols, shape)
+    values = checks.vector(values, "values")
+    if len(values) != len(rows) or len(values) == 0:
+        raise ValueError(f"values must have one entry per observed entry ({len(rows)}, at least one), got {len(values)}")
+    ridge = checks.positive(ridge, "ridge")
+    mean = float(values.mean())
+    centred = values - mean
+    counts = np.bincount(rows * d2 + cols, minlength=d1 * d2).reshape(d1, d2).astype(float)
+    system = np.block([[np.diag(counts.sum(1)), counts], [counts.T, np.diag(counts.sum(0))]]) + ridge * np.eye(d1 + d2)
+    right = np.concatenate([np.bincount(rows, weights=centred, minlength=d1), np.bincount(cols, weights=centred, minlength=d2)])
+    solution = np.linalg.solve(system, right)
+    return mean, solution[:d1], solution[d1:]
+
+
+def trace_norm_rate(d1: int, n: int, alpha: float = 1.0) -> float:
+    """√(α d₁ log d₁ / n): the rate of Theorem 1 of Foygel et al. (2011) for the empirical Rademacher
+    complexity of the weighted-trace-norm ball {‖diag(√p) M diag(√q)‖²_* ≤ α} of d₁ × d₂ matrices
+    (d₁ ≥ d₂) from n observed entries, up to the theorem's unnamed constant (the proof of Theorem 11
+    of Mianjy 2021 takes it to be 1)."""
+    d1, n = checks.integer(d1, "d1", minimum=2), checks.integer(n, "n")
+    alpha = checks.positive(alpha, "alpha")
+    return float(np.sqrt(alpha * d1 * np.log(d1) / n))

@@ -10,8 +10,10 @@ of radius c; at test time the weights are θW.
 
 Also here: the loss facts the proofs use (:func:`logistic`, :func:`logistic_slope`), the two data
 laws of the chapter (:func:`sphere_margin_sampler`, :func:`circle_sampler`), the NTK margin of
-a law on the circle certified by a linear program (:func:`circle_margin`), and the constants of
-Theorem 14 (:func:`theorem14_constants`).
+a law on the circle certified by a linear program (:func:`circle_margin`) and its finite-width
+counterpart at initialization (:func:`circle_tangent_margins`, Lemma 15), the probability that the
+initialization leaves a ball (:func:`largest_row_tail`), and the constants of Theorem 14
+(:func:`theorem14_constants`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Callable
 import numpy as np
 import torch
 from scipy.optimize import linprog
+from scipy.stats import chi2
 
 from . import checks
 from .engine import Run, Schedule, check_checkpoints, descend
@@ -214,6 +217,49 @@ def bin_of(W, bins: int) -> np.ndarray:
     return np.minimum((angle / (2 * np.pi / bins)).astype(int), bins - 1)
 
 
+def circle_tangent_margins(angles, labels, xi, W1, retain: float, rng: np.random.Generator) -> np.ndarray:
+    """The finite-width margins at initialization of a law on the circle (Lemma 15): for every point
+    x_i = (cos φ_i, sin φ_i) with label y_i, y_i⟨∇g(W1; x_i, b_i), V⟩ = (1/m) Σ_r b_{r,i} 1[w_rᵀx_i ≥ 0] y_i⟨ξ(w_r), x_i⟩,
+    with rows W1 (m, 2), the map ``xi`` (K, 2) constant on the K angular bins of :func:`bin_of`, and a fresh mask per
+    point, b_{r,i} ~ Bernoulli(θ) (θ = ``retain``). Since ξ is constant on a bin, the kept active units of bin k
+    number B_{k,i} ~ Binomial(N_{k,i}, θ), N_{k,i} the units of bin k in the half circle facing x_i, and the margin
+    is (y_i/m) Σ_k B_{k,i}⟨ξ_k, x_i⟩: the same law as unit by unit, in O(Kn + m log m) operations instead of
+    O(mn). Returns (n,)."""
+    angles, labels = checks.vector(angles, "angles"), checks.vector(labels, "labels")
+    if labels.shape != angles.shape or not np.all(np.abs(labels) == 1):
+        raise ValueError(f"labels must be ±1, one per entry of angles ({angles.size}), got {labels!r:.80}")
+    xi = checks.matrix(xi, "xi")
+    if xi.shape[1] != 2 or xi.shape[0] < 2:
+        raise ValueError(f"xi must hold one point of the plane per bin, (K, 2) with K ≥ 2, got shape {xi.shape}")
+    W1 = checks.matrix(W1, "W1")
+    if W1.shape[1] != 2:
+        raise ValueError(f"W1 must have rows in the plane, got shape {W1.shape}")
+    retain = checks.probability(retain, "retain")
+    rng = checks.generator(rng)
+    bins, width = xi.shape[0], W1.shape[0]
+    unit_bin = bin_of(W1, bins)
+    unit_angle = np.mod(np.arctan2(W1[:, 1], W1[:, 0]), 2 * np.pi)
+    low = np.mod(angles, 2 * np.pi) - np.pi / 2  # the half circle facing x_i: [φ_i − π/2, φ_i + π/2]
+    counts = np.zeros((bins, angles.size), dtype=np.int64)
+    for k in range(bins):
+        inside = np.sort(unit_angle[unit_bin == k])
+        for shift in (-2 * np.pi, 0.0, 2 * np.pi):  # the half circle may wrap around 0
+            counts[k] += (np.searchsorted(inside, low + shift + np.pi, side="right")
+                          - np.searchsorted(inside, low + shift, side="left"))
+    kept = counts if retain == 1 else rng.binomial(counts, retain)
+    X = np.stack([np.cos(angles), np.sin(angles)])
+    return labels * np.einsum("ki,ki->i", kept, xi @ X) / width
+
+
+def largest_row_tail(radius: float, dim: int, width: int) -> float:
+    """P(max_r ‖w_r‖ > ρ) for m = ``width`` independent rows w_r ~ N(0, I_d), the initialization of
+    Algorithm 4: 1 − F_d(ρ²)^m with F_d the distribution function of χ²_d, computed as −expm1(m log1p(−P(χ²_d > ρ²)))."""
+    radius = checks.nonnegative(radius, "radius")
+    dim, width = checks.integer(dim, "dim"), checks.integer(width, "width")
+    with np.errstate(divide="ignore"):  # ρ = 0: log1p(−1) = −∞, and the probability is 1
+        return float(-np.expm1(width * np.log1p(-chi2.sf(radius**2, dim))))
+
+
 # ---------------------------------------------------------------------------------------------
 # Theorem 14's constants
 # ---------------------------------------------------------------------------------------------
@@ -293,8 +339,10 @@ def dropout_sgd(
     * Σ L_t(W_t) with L_t = ℓ(z), and, for the competitor U = W1 + ΛV of the proofs (V =
       ``margin_map`` (R, m, d), default 0; Λ = ``competitor_scale``, one per run or one for all),
       Σ L_t^{(t)}(U) with L_t^{(t)}(U) = ℓ(y⟨∇g_t(W_t), U⟩) (Lemma 12); the largest excess of the step inequality
-      ‖W_{t+1/2} − U‖² − ‖W_t − U‖² + ηL_t(W_t) − 2ηL_t^{(t)}(U) ≤ 0 (5.3); the largest
-      |y⟨∇g_t(W_t), U⟩| (Lemma 17);
+      ‖W_{t+1} − U‖² − ‖W_t − U‖² + ηL_t(W_t) − 2ηL_t^{(t)}(U) ≤ 0 (5.3), with both distances read from the
+      weights the step started from and the weights it left (after the projection), so a step that does not
+      descend shows there; the largest ‖W_t − U‖² (``competitor_distance``, the scale of that check's
+      rounding); the largest |y⟨∇g_t(W_t), U⟩| (Lemma 17);
     * the largest |g_t(W1)| (Lemma 14), the smallest y⟨∇g_t(W1), V⟩ (Lemma 15), the largest number of units whose activation differs from
       W1's (Lemma 16), and the largest (Σ_r b_r − θm)/√m (the width of the visited network);
     * the number of row projections that moved a row.
@@ -337,11 +385,14 @@ def dropout_sgd(
     root = math.sqrt(width)
     zero = torch.zeros(runs, device=device, dtype=dtype)
     state = dict(W=W1.clone())
+    competitor = W1 + scale[:, :, None] * V.to(device=device, dtype=dtype)  # U = W1 + ΛV
+    distance = torch.linalg.vector_norm(W1 - competitor, dim=(1, 2)).square()  # ‖W_t − U‖², carried from step to step
     tally = dict(mistakes=zero.clone(), sub_mistakes=zero.clone(), loss=zero.clone(), competitor_loss=zero.clone(),
-                 step_excess=torch.full_like(zero, -math.inf), competitor_output=zero.clone(),
+                 step_excess=torch.full_like(zero, -math.inf), competitor_distance=distance.clone(),
+                 competitor_output=zero.clone(),
                  initial_output=zero.clone(), initial_margin=torch.full_like(zero, math.inf), flips=zero.clone(),
                  active_excess=torch.full_like(zero, -math.inf), projections=zero.clone())
-    norms = dict(squared=W1.square().sum(-1))
+    norms = dict(squared=W1.square().sum(-1), distance=distance, difference=torch.empty_like(W1))
     drawn: dict[str, torch.Tensor] = {}
 
     def rows_times(M, x):
@@ -368,12 +419,10 @@ def dropout_sgd(
         z_u = y * (ab * active * pre_u).sum(-1) / root
         L, L_u = _loss_base2(z), _loss_base2(z_u)
         s = (eta * _slope_base2(z) * y / root)[:, None] * ab * active  # the row steps: w_r += s_r x
-        change = 2 * (s * (pre - pre_u)).sum(-1) + s.square().sum(-1) * x.square().sum(-1)
         tally["mistakes"] += (y * full <= 0).to(dtype)
         tally["sub_mistakes"] += (z <= 0).to(dtype)
         tally["loss"] += L
         tally["competitor_loss"] += L_u
-        torch.maximum(tally["step_excess"], change + eta * L - 2 * eta * L_u, out=tally["step_excess"])
         torch.maximum(tally["competitor_output"], z_u.abs(), out=tally["competitor_output"])
         torch.maximum(tally["initial_output"], ((ab * pre1 * active1).sum(-1) / root).abs(),
                       out=tally["initial_output"])
@@ -391,6 +440,12 @@ def dropout_sgd(
             factor = torch.where(over, radius / squared.sqrt(), torch.ones_like(squared))
             W.mul_(factor[:, :, None])
             squared.mul_(factor.square())
+        # (5.3) from the weights themselves: ‖W_{t+1} − U‖² against ‖W_t − U‖², the one carried from the last step
+        distance = torch.linalg.vector_norm(torch.sub(W, competitor, out=norms["difference"]), dim=(1, 2)).square()
+        torch.maximum(tally["step_excess"], distance - norms["distance"] + eta * L - 2 * eta * L_u,
+                      out=tally["step_excess"])
+        torch.maximum(tally["competitor_distance"], distance, out=tally["competitor_distance"])
+        norms["distance"] = distance
 
     def metrics(state) -> dict[str, torch.Tensor]:
         drift = state["W"] - W1

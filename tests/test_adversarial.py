@@ -146,25 +146,67 @@ def test_lemma19_invariants_hold_on_a_short_run():
     assert np.allclose(run.metrics["proof_ratio"][-1], 1.0) and run.metrics["ball_excess"][-1].max() <= 1e-15
 
 
-def test_multiclass_counterexample_and_grid_counts():
+def test_multiclass_counterexample():
     W, x = np.array([[2.0, 0.0], [1.0, 0.0], [0.0, 10.0]]), np.array([1.0, 0.0])
     ce = adversarial.multiclass_pgd(W, x, 0, 0.3, 0.05, 50, "cross-entropy")
     greedy = adversarial.multiclass_pgd(W, x, 0, 0.3, 0.05, 50, "greedy")
     target = adversarial.multiclass_pgd(W, x, 0, 0.3, 0.05, 50, "targeted", target=2)
     assert np.argmax(W @ ce[-1]) == 2 and np.argmax(W @ target[-1]) == 2 and np.argmax(W @ greedy[-1]) != 2
     assert np.all(np.linalg.norm(ce - x, axis=1) <= 0.3 + 1e-15)
-    # a small grid with a large radius: brute-force counts against the lattice count and a direct loop
-    x3 = np.array([1.0, 0.8, 0.2])
-    out = adversarial.grid_readings(x3, 0, 0.4013, 0.45, 19, top=50)
-    grid = np.linspace(-0.45, 0.45, 19)
-    D = np.stack(np.meshgrid(grid, grid, grid, indexing="ij"), -1).reshape(-1, 3)
-    D = D[(D**2).sum(1) <= 0.4013**2]
-    Z = x3 + D
-    flips = int(np.sum(Z[:, 0] < Z[:, 1:].max(1)))
-    assert int(out["feasible"]) == len(D) and int(out["flips"]) == flips > 0
-    assert adversarial.lattice_flip_count(x3, 0, 0.4013, 0.45, 19) == flips
-    margin = np.sort(Z[:, 0] - Z[:, 1:].max(1))[:50]
-    assert np.allclose(np.sort(out["margin"]), margin)
+
+
+def _brute_grid(x, y, radius, box, points, top, endpoints=True):
+    """Every grid point scored: the top of each reading by (−score, position), the feasible and flip counts."""
+    g = np.linspace(-box, box, points) if endpoints else np.linspace(-box, box, points + 2)[1:-1]
+    D = np.stack(np.meshgrid(g, g, g, indexing="ij"), -1).reshape(-1, 3)
+    position = np.arange(len(D))
+    inside = D[:, 0] * D[:, 0] + D[:, 1] * D[:, 1] + D[:, 2] * D[:, 2] <= radius * radius
+    D, position = D[inside], position[inside]
+    Z = x + D
+    scores, margin = adversarial._reading_scores(Z, x, y)
+    tops = {name: margin[np.lexsort((position, -scores[name]))[:top]] for name in adversarial.READINGS}
+    others = [j for j in range(3) if j != y]
+    return tops, len(D), int(np.sum(Z[:, y] < Z[:, others].max(1)))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_grid_readings_and_flip_count_against_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    x, y = rng.uniform(0, 2, 3), int(rng.integers(0, 3))
+    radius, box, points, top = rng.uniform(0.2, 1.0), rng.uniform(0.3, 1.0), int(rng.integers(5, 40)), int(rng.integers(1, 200))
+    endpoints = bool(seed % 2)
+    tops, feasible, flips = _brute_grid(x, y, radius, box, points, top, endpoints)
+    out = adversarial.grid_readings(x, y, radius, box, points, top, endpoints=endpoints, block=int(rng.integers(2, 9)))
+    assert int(out["feasible"]) == feasible
+    for name in adversarial.READINGS:
+        assert np.array_equal(out[name], tops[name])
+    assert adversarial.lattice_flip_count(x, y, radius, box, points, endpoints=endpoints) == flips
+
+
+def test_flip_count_is_exact_on_the_sphere():
+    # grid values 0, ±0.5, ±1: many grid points lie exactly on the sphere of radius 1 (and of radius 0.75)
+    for radius in (1.0, 0.75):
+        for y in range(3):
+            x = np.array([0.6, 0.3, 0.0])[[(y + k) % 3 for k in range(3)]]
+            _, feasible, flips = _brute_grid(x, y, radius, 1.0, 5, 1)
+            assert adversarial.lattice_flip_count(x, y, radius, 1.0, 5) == flips > 0
+            assert int(adversarial.grid_readings(x, y, radius, 1.0, 5, 1)["feasible"]) == feasible
+
+
+def test_beta_certificate_contains_every_broken_point():
+    rng = np.random.default_rng(4)
+    for _ in range(10):
+        m, alpha, nu, beta = int(rng.integers(2, 8)), float(rng.uniform(0.1, 1)), float(rng.uniform(0.1, 0.8)), float(rng.uniform(0, 0.3))
+        W, a = rng.standard_normal((m, 2)), rng.standard_normal(m)
+        X, y = rng.standard_normal((40, 2)), np.sign(rng.standard_normal(40))
+        flagged = adversarial.beta_certificate(W, a, X, y, alpha, nu, beta)
+        norm = np.linalg.norm(W)
+        for k in range(40):
+            worst, _ = adversarial.worst_margin_plane(W / norm, a, X[k], y[k], alpha, nu)
+            assert worst >= -beta or flagged[k]
+        lipschitz = np.abs(a) @ np.linalg.norm(W / norm, axis=1)
+        expected = y * adversarial.network(W / norm, a, X, alpha) < nu * lipschitz - beta
+        assert np.array_equal(flagged, expected)
 
 
 @pytest.mark.parametrize("bad", [dict(alpha=0.0), dict(alpha=1.5), dict(radius=-1.0)])

@@ -472,47 +472,290 @@ PLANTED_BUGS = {
         " 'top = (torch.ones_like(masks[..., None], dtype=dtype) * A'), _T.__dict__)",
         "convergence.figure53.gap-shrinks-with-width",
     ),
-    "the reflected loss without its minus sign, ln(1 + e^z)": (
-        "adversarial",
-        "import inspect, dropnb.adversarial as _A\n"
-        "exec(inspect.getsource(_A.reflected_logistic).replace('value = -np.asarray(logistic(-z, base=math.e))',"
-        " 'value = np.logaddexp(0.0, z)'), _A.__dict__)",
-        "adversarial.loss.concave",
+    "Algorithm 4's step climbing the loss (the row step added with the wrong sign)": (
+        "convergence",
+        "import inspect, dropnb.twolayer as _W\n"
+        "exec(inspect.getsource(_W.dropout_sgd).replace('W.add_(s[:, :, None] * x[:, None, :])',"
+        " 'W.sub_(s[:, :, None] * x[:, None, :])'), _W.__dict__)",
+        "convergence.lemma12.step",
     ),
-    "Algorithm 5 descending the reflected loss instead of ascending it": (
-        "adversarial",
-        "import inspect, dropnb.adversarial as _A\n"
-        "exec(inspect.getsource(_A._pgd).replace('factor = -torch.sigmoid(z) if',"
-        " 'factor = torch.sigmoid(z) if'), _A.__dict__)",
-        "adversarial.reflection.sign",
+    "Algorithm 4's test-time network evaluated at the initial weights": (
+        "convergence",
+        "import inspect, dropnb.twolayer as _W\n"
+        "exec(inspect.getsource(_W.dropout_sgd).replace('full = theta * (a * pre * active).sum(-1) / root',"
+        " 'full = theta * (a * pre1 * active1).sum(-1) / root'), _W.__dict__)",
+        "convergence.theorem14.rate-100",
+    ),
+    "the network under many masks of one input without the top signs": (
+        "convergence",
+        "import inspect, dropnb.twolayer as _W\n"
+        "exec(inspect.getsource(_W.network).replace('return mask.T @ (a * hidden[:, 0]) / math.sqrt(width)',"
+        " 'return mask.T @ hidden[:, 0] / math.sqrt(width)'), _W.__dict__)",
+        "convergence.lemma11.mean-output",
+    ),
+    "the finite-width margins without the half circles that wrap around angle 0": (
+        "convergence",
+        "import inspect, dropnb.twolayer as _W\n"
+        "exec(inspect.getsource(_W.circle_tangent_margins).replace('for shift in (-2 * np.pi, 0.0, 2 * np.pi):  # the half circle may wrap around 0',"
+        " 'for shift in (0.0,):'), _W.__dict__)",
+        "convergence.lemma15.finite-width",
+    ),
+    "the tail of the largest row norm at the radius instead of its square": (
+        "convergence",
+        "import inspect, dropnb.twolayer as _W\n"
+        "exec(inspect.getsource(_W.largest_row_tail).replace('chi2.sf(radius**2, dim)', 'chi2.sf(radius, dim)'), _W.__dict__)",
+        "convergence.errata.initialization-event",
+    ),
+    "Algorithm 4's visited network counted at the test-time output": (
+        "convergence",
+        "import inspect, dropnb.twolayer as _W\n"
+        "exec(inspect.getsource(_W.dropout_sgd).replace('tally[\"sub_mistakes\"] += (z <= 0).to(dtype)',"
+        " 'tally[\"sub_mistakes\"] += (y * full <= 0).to(dtype)'), _W.__dict__)",
+        "convergence.theorem15.subnetworks-worse",
+    ),
+    "the logistic loss in base 2 whatever its base argument": (
+        "convergence",
+        "import inspect, dropnb.twolayer as _W\n"
+        "exec(inspect.getsource(_W.logistic).replace('value = np.logaddexp(0.0, -z) / math.log(base)',"
+        " 'value = np.logaddexp(0.0, -z) / LN2'), _W.__dict__)",
+        "convergence.errata.log-base-zero-one",
+    ),
+    "the logistic slope in base 2 whatever its base argument": (
+        "convergence",
+        "import inspect, dropnb.twolayer as _W\n"
+        "exec(inspect.getsource(_W.logistic_slope).replace('value = np.exp(-np.logaddexp(0.0, z)) / math.log(base)',"
+        " 'value = np.exp(-np.logaddexp(0.0, z)) / LN2'), _W.__dict__)",
+        "convergence.errata.log-base-slope",
+    ),
+    "the logistic loss in natural log for positive margins": (
+        "convergence",
+        "import inspect, dropnb.twolayer as _W\n"
+        "exec(inspect.getsource(_W.logistic).replace('value = np.logaddexp(0.0, -z) / math.log(base)',"
+        " 'value = np.where(z > 0, np.log1p(np.exp(-np.abs(z))), np.logaddexp(0.0, -z) / math.log(base))'), _W.__dict__)",
+        "convergence.errata.log-base-lemma13",
+    ),
+    "the circle sampler pairing each point with the label of another draw": (
+        "convergence",
+        "import inspect, dropnb.twolayer as _W\n"
+        "exec(inspect.getsource(_W.circle_sampler).replace('return points[k], signs[k]',"
+        " 'return points[k], signs[k.flip(0)]'), _W.__dict__)",
+        "convergence.xor.rate",
+    ),
+    "the visited sub-network of Figure 5-2 scored without its mask": (
+        "convergence-experiments",
+        "import inspect, dropnb.training as _T\n"
+        "exec(inspect.getsource(_T.relu_classifier_sgd).replace('sub = torch.bmm(hidden * visited,',"
+        " 'sub = torch.bmm(hidden,'), _T.__dict__)",
+        "convergence.figure52.visited-below-full",
+    ),
+    "the visited sub-network of Figure 5-2 scored at dropout rate 0.5 whatever the run's rate": (
+        "convergence-experiments",
+        "import inspect, dropnb.training as _T\n"
+        "exec(inspect.getsource(_T.relu_classifier_sgd).replace("
+        "'visited = torch.rand((runs, 1, width), generator=evaluation, device=device, dtype=torch.float32).to(dtype) < theta[:, None, None]',"
+        " 'visited = torch.rand((runs, 1, width), generator=evaluation, device=device, dtype=torch.float32).to(dtype) < 0.5'), _T.__dict__)",
+        "convergence.figure52.gap-grows-with-rate",
+    ),
+    "the visited sub-network of Figure 5-2 scored with one mask bit for all its units": (
+        "convergence-experiments",
+        "import inspect, dropnb.training as _T\n"
+        "exec(inspect.getsource(_T.relu_classifier_sgd).replace('visited = torch.rand((runs, 1, width)',"
+        " 'visited = torch.rand((runs, 1, 1)'), _T.__dict__)",
+        "convergence.figure52.gap-shrinks-with-width",
+    ),
+    "the weighted spectral norm of the Rademacher complexity with 1/(pq) in place of 1/√(pq)": (
+        "bounds",
+        "import inspect, dropnb.sensing as _S\n"
+        "exec(inspect.getsource(_S.rademacher_spectral_norms).replace("
+        "'weight = 1 / np.sqrt(p)[:, None] / np.sqrt(q)[None, :]', 'weight = 1 / p[:, None] / q[None, :]'), _S.__dict__)",
+        "bounds.rademacher.constant-one",
+    ),
+    "the rate of Foygel et al. with a base-2 logarithm": (
+        "bounds",
+        "import inspect, dropnb.sensing as _S\n"
+        "exec(inspect.getsource(_S.trace_norm_rate).replace('np.log(d1)', 'np.log2(d1)'), _S.__dict__)",
+        "bounds.rademacher.constant-exceeded",
+    ),
+    "the batched completion descent pairs the penalty weights with the runs in reverse order": (
+        "bounds",
+        "import inspect, dropnb.sensing as _S\n"
+        "exec(inspect.getsource(_S.completion_descent).replace('lam = _batched_weights(lam, U.shape[0], U)',"
+        " 'lam = _batched_weights(lam, U.shape[0], U).flip(0)'), _S.__dict__)",
+        "bounds.theorem11.alpha-rank",
+    ),
+    "the batched completion descent never updates V": (
+        "bounds",
+        "import inspect, dropnb.sensing as _S\n"
+        "exec(inspect.getsource(_S.completion_descent).replace('V -= lr * col_scale * gV', 'V -= 0 * gV'), _S.__dict__)",
+        "bounds.parametrization.fill-in",
+    ),
+    "the linear class's supremum with S^† in place of S^{†/2}": (
+        "bounds-networks",
+        "import inspect, dropnb.relu as _R\n"
+        "exec(inspect.getsource(_R.linear_class_sup).replace('/ np.sqrt(values[keep]))', '/ values[keep])'), _R.__dict__)",
+        "bounds.theorem13.inclusion",
+    ),
+    "the data norm ‖X‖_{S†} without its square root": (
+        "bounds-networks",
+        "import inspect, dropnb.relu as _R\n"
+        "exec(inspect.getsource(_R.mahalanobis_norm).replace('return float(np.sqrt(np.sum(', 'return float((np.sum('),"
+        " _R.__dict__)",
+        "bounds.theorem13.lower-bound",
+    ),
+    "the data norm ‖X‖_{S†} as a root mean instead of a root sum": (
+        "bounds-networks",
+        "import inspect, dropnb.relu as _R\n"
+        "exec(inspect.getsource(_R.mahalanobis_norm).replace('np.sqrt(np.sum(', 'np.sqrt(np.mean('), _R.__dict__)",
+        "bounds.theorem12.upper-bound",
+    ),
+    "the Rademacher complexity of a finite class with the absolute value of the sum": (
+        "bounds-networks",
+        "import inspect, dropnb.relu as _R\n"
+        "exec(inspect.getsource(_R.finite_class_rademacher).replace('np.max(signs @ G.T, axis=1)',"
+        " 'np.max(np.abs(signs @ G.T), axis=1)'), _R.__dict__)",
+        "bounds.networks-errata.lemma10-constant",
+    ),
+    "completion SGD updates U only": (
+        "bounds-experiments",
+        "import inspect, dropnb.training as _T\n"
+        "exec(inspect.getsource(_T.completion_sgd).replace("
+        "'V_used.scatter_add_(0, c[:, None].expand(-1, used), (step_error * (b * u)).view(-1, used))', 'None'),"
+        " _T.__dict__)",
+        "bounds.movielens.beats-biases",
+    ),
+    "completion SGD starts every run from the first run's factors": (
+        "bounds-experiments",
+        "import inspect, dropnb.training as _T\n"
+        "exec(inspect.getsource(_T.completion_sgd).replace('U, V = tensor(U0).clone(), tensor(V0).clone()',"
+        " 'U, V = tensor(U0[:1]).repeat(runs, 1, 1), tensor(V0[:1]).repeat(runs, 1, 1)'), _T.__dict__)",
+        "bounds.movielens.start-scale",
+    ),
+    "the one-sided confidence bound on a mean with the standard deviation for the standard error": (
+        "bounds-experiments",
+        "import inspect, dropnb.stats as _St\n"
+        "exec(inspect.getsource(_St.mean_confidence_bound).replace('v.std(ddof=1) / np.sqrt(v.size)', 'v.std(ddof=1)'),"
+        " _St.__dict__)",
+        "bounds.movielens.early-stopping-margin",
+    ),
+    "symmetrization with one sign per input coordinate instead of one per example": (
+        "bounds-experiments",
+        "import inspect, dropnb.relu as _R\n"
+        "exec(inspect.getsource(_R.symmetrized).replace('size=X.shape[1])', 'size=(X.shape[0], 1))'), _R.__dict__)",
+        "bounds.mnist.symmetrized-gap-falls-less",
+    ),
+    'Algorithm 5 descending the reflected loss instead of ascending it': (
+        'adversarial',
+        'import inspect, dropnb.adversarial as _A\n'
+        "exec(inspect.getsource(_A._pgd).replace('factor = -torch.sigmoid(z) if', 'factor = torch.sigmoid(z) if'), _A.__dict__)",
+        'adversarial.reflection.raw-step',
+    ),
+    "the β-certificate's Lipschitz constant from W instead of W/‖W‖_F": (
+        'adversarial',
+        'import inspect, dropnb.adversarial as _A\n'
+        "exec(inspect.getsource(_A.beta_certificate).replace('lipschitz = float(np.abs(a) @ np.linalg.norm(W, axis=1)) / norm', 'lipschitz = float(np.abs(a) @ np.linalg.norm(W, axis=1))'), _A.__dict__)",
+        'adversarial.theorem16.beta-robust',
+    ),
+    'the grid search keeps only the cubes inside the ball, not those that meet it': (
+        'adversarial',
+        'import inspect, dropnb.adversarial as _A\n'
+        "exec(inspect.getsource(_A.grid_readings).replace('near = np.where(low > 0, low, np.where(high < 0, -high, 0.0))', 'near = np.maximum(np.abs(low), np.abs(high))'), _A.__dict__)",
+        'adversarial.grid.flip-count',
+    ),
+    'the reflected loss as −ℓ(z) instead of −ℓ(−z)': (
+        'adversarial',
+        'import inspect, dropnb.adversarial as _A\n'
+        "exec(inspect.getsource(_A.reflected_logistic).replace('value = -np.asarray(logistic(-z, base=math.e))', 'value = -np.asarray(logistic(z, base=math.e))'), _A.__dict__)",
+        'adversarial.loss.slope-square',
+    ),
+    'the logistic slope in base 2 whatever base is asked': (
+        'adversarial',
+        'import inspect, dropnb.twolayer as _W\n'
+        "exec(inspect.getsource(_W.logistic_slope).replace('value = np.exp(-np.logaddexp(0.0, z)) / math.log(base)', 'value = np.exp(-np.logaddexp(0.0, z)) / math.log(2.0)'), _W.__dict__)",
+        'adversarial.loss.slope-times-margin',
+    ),
+    'the exact worst case in the plane without the steepest point of each cone': (
+        'adversarial',
+        'import inspect, dropnb.adversarial as _A\n'
+        "exec(inspect.getsource(_A.worst_margin_plane).replace('candidates.append(x - radius * g / np.linalg.norm(g))', 'pass'), _A.__dict__)",
+        'adversarial.lemma18.exact-worst-case',
+    ),
+    'Algorithm 5 returning the iterate of largest margin': (
+        'adversarial',
+        'import inspect, dropnb.adversarial as _A\n'
+        "exec(inspect.getsource(_A._pgd).replace('torch.full(y.shape, math.inf,', 'torch.full(y.shape, -math.inf,').replace('better = (z < best_margin)', 'better = (z > best_margin)'), _A.__dict__)",
+        'adversarial.lemma18.bound',
+    ),
+    'Algorithm 5 projecting only beyond twice the radius': (
+        'adversarial',
+        'import inspect, dropnb.adversarial as _A\n'
+        "exec(inspect.getsource(_A._pgd).replace('moved = torch.where(length > radius, moved * (radius /', 'moved = torch.where(length > 2 * radius, moved * (2 * radius /'), _A.__dict__)",
+        'adversarial.lemma19.in-ball',
+    ),
+    "Algorithm 6's step averaged over the m units": (
+        'adversarial',
+        'import inspect, dropnb.adversarial as _A\n'
+        "exec(inspect.getsource(_A.adversarial_training).replace('update = (eta * Q * y)[:, None, None]', 'update = (eta * Q * y / width)[:, None, None]'), _A.__dict__)",
+        'adversarial.lemma19.increment',
+    ),
+    "Algorithm 6's step with a flat top layer κ·sign(a_r) in place of a_r": (
+        'adversarial',
+        'import inspect, dropnb.adversarial as _A\n'
+        "exec(inspect.getsource(_A.adversarial_training).replace('* (a * slope)[:, :, None] * delta[:, None, :]', '* (kappa[:, None] * torch.sign(a) * slope)[:, :, None] * delta[:, None, :]'), _A.__dict__)",
+        'adversarial.lemma19.printed-increment-fails',
+    ),
+    'multi-class PGD descending the cross-entropy': (
+        'adversarial',
+        'import inspect, dropnb.adversarial as _A\n'
+        "exec(inspect.getsource(_A.multiclass_pgd).replace('g = -(W[y] - p @ W)', 'g = W[y] - p @ W'), _A.__dict__)",
+        'adversarial.greedy.cross-entropy-succeeds',
+    ),
+    'the greedy attack ascending the cross-entropy': (
+        'adversarial',
+        'import inspect, dropnb.adversarial as _A\n'
+        'exec(inspect.getsource(_A.multiclass_pgd).replace(\'if loss == "cross-entropy":\', \'if loss in ("cross-entropy", "greedy"):\'), _A.__dict__)',
+        'adversarial.greedy.greedy-fails',
+    ),
+    'the reflected attack objective without its minus sign, +ln(1 + e^{yf})': (
+        'adversarial-experiments',
+        'import inspect, dropnb.adversarial as _A\n'
+        "exec(inspect.getsource(_A._objective).replace('else -torch.nn.functional.softplus(margin)', 'else torch.nn.functional.softplus(margin)'), _A.__dict__)",
+        'adversarial.table61.reflected-l2-stronger',
+    ),
+    "the image attacks' steps not clipped to the pixel range": (
+        'adversarial-experiments',
+        'import inspect, dropnb.adversarial as _A\n'
+        "exec(inspect.getsource(_A._ascend).replace('moved = moved.clamp(*clip)', 'moved = moved'), _A.__dict__)",
+        'adversarial.art.fgsm-linf',
+    ),
+    "the image attacks stepping along the previous iterate's gradient": (
+        'adversarial-experiments',
+        'import inspect, dropnb.adversarial as _A\n'
+        "exec(inspect.getsource(_A._ascend).replace('        (g,) = torch.autograd.grad(objective, delta)\\n', '        (g,) = torch.autograd.grad(objective, delta)\\n        g, stale = (stale if t else g), g\\n'), _A.__dict__)",
+        'adversarial.art.bim-linf',
+    ),
+    'the reflected loss without its minus sign, ln(1 + e^z)': (
+        'adversarial',
+        'import inspect, dropnb.adversarial as _A\n'
+        "exec(inspect.getsource(_A.reflected_logistic).replace('value = -np.asarray(logistic(-z, base=math.e))', 'value = np.logaddexp(0.0, z)'), _A.__dict__)",
+        'adversarial.loss.concave',
     ),
     "Algorithm 6's outer step with the reflected loss's slope σ(z) instead of −ℓ'(z) = σ(−z)": (
-        "adversarial",
-        "import inspect, dropnb.adversarial as _A\n"
-        "exec(inspect.getsource(_A.adversarial_training).replace('Q = torch.sigmoid(-z)',"
-        " 'Q = torch.sigmoid(z)'), _A.__dict__)",
-        "adversarial.lemma19.norm-growth",
+        'adversarial',
+        'import inspect, dropnb.adversarial as _A\n'
+        "exec(inspect.getsource(_A.adversarial_training).replace('Q = torch.sigmoid(-z)', 'Q = torch.sigmoid(z)'), _A.__dict__)",
+        'adversarial.lemma19.norm-growth',
     ),
-    "the reflected attack objective without its minus sign, +ln(1 + e^{yf})": (
-        "adversarial-experiments",
-        "import inspect, dropnb.adversarial as _A\n"
-        "exec(inspect.getsource(_A._objective).replace('else -torch.nn.functional.softplus(margin)',"
-        " 'else torch.nn.functional.softplus(margin)'), _A.__dict__)",
-        "adversarial.table61.fgsm-reflection",
+    'the normalised attack step divided by the squared norm': (
+        'adversarial-experiments',
+        'import inspect, dropnb.adversarial as _A\n'
+        "exec(inspect.getsource(_A._ascend).replace('s = g / torch.where(norm > 0, norm, torch.ones_like(norm))', 's = g / torch.where(norm > 0, norm**2, torch.ones_like(norm))'), _A.__dict__)",
+        'adversarial.art.fgsm-l2',
     ),
-    "the normalised attack step divided by the squared norm": (
-        "adversarial-experiments",
-        "import inspect, dropnb.adversarial as _A\n"
-        "exec(inspect.getsource(_A._ascend).replace('s = g / torch.where(norm > 0, norm, torch.ones_like(norm))',"
-        " 's = g / torch.where(norm > 0, norm**2, torch.ones_like(norm))'), _A.__dict__)",
-        "adversarial.art.fgsm-l2",
-    ),
-    "the exact worst margin of a linear model with +ν‖w‖": (
-        "adversarial",
-        "import inspect, dropnb.adversarial as _A\n"
-        "exec(inspect.getsource(_A.linear_worst_margin).replace('return y * (X @ w) - checks',"
-        " 'return y * (X @ w) + checks'), _A.__dict__)",
-        "adversarial.corollary4.closed-form",
+    'the exact worst margin of a linear model with +ν‖w‖': (
+        'adversarial',
+        'import inspect, dropnb.adversarial as _A\n'
+        "exec(inspect.getsource(_A.linear_worst_margin).replace('return y * (X @ w) - checks', 'return y * (X @ w) + checks'), _A.__dict__)",
+        'adversarial.corollary4.closed-form',
     ),
 }
 
@@ -534,6 +777,7 @@ def test_claims_catch_a_planted_bug(bug, planted_outcomes):
     outcome = planted_outcomes[bug]
     assert outcome.returncode != 0 and "ClaimFailed" in outcome.error, outcome.error
     assert outcome.failed_claims == [failing_claim], outcome.error
+
 
 def test_a_forked_bug_run_is_the_run_with_the_bug_prepended(tmp_path):
     """The fork that starts a bug mid-chapter records what the chapter run with the bug prepended

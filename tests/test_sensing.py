@@ -136,3 +136,36 @@ def test_bad_inputs_name_the_argument():
         sensing.dropout_objective(U, V, A, y[:-1], 0.5)
     with pytest.raises(ValueError, match="rows"):
         sensing.completion_measurements([0, 9], [0, 1], (3, 3))
+
+
+def test_rating_biases_is_ridge_least_squares():
+    rng = np.random.default_rng(7)
+    d1, d2, n, ridge = 6, 4, 40, 0.7
+    rows, cols = rng.integers(d1, size=n), rng.integers(d2, size=n)
+    values = rng.normal(size=n) + 3
+    mean, b, c = sensing.rating_biases(rows, cols, values, (d1, d2), ridge)
+    design = np.zeros((n, d1 + d2))
+    design[np.arange(n), rows] = 1
+    design[np.arange(n), d1 + cols] = 1
+    augmented = np.vstack([design, np.sqrt(ridge) * np.eye(d1 + d2)])  # ridge as extra rows of least squares
+    target = np.concatenate([values - values.mean(), np.zeros(d1 + d2)])
+    expected = np.linalg.lstsq(augmented, target, rcond=None)[0]
+    assert mean == pytest.approx(values.mean())
+    assert np.allclose(np.concatenate([b, c]), expected, atol=1e-12)
+    unobserved = np.setdiff1d(np.arange(d1), rows)
+    assert np.all(b[unobserved] == 0)  # no rating, no evidence: the ridge keeps the bias at 0
+    with pytest.raises(ValueError, match="ridge"):
+        sensing.rating_biases(rows, cols, values, (d1, d2), 0.0)
+    with pytest.raises(ValueError, match="rows"):
+        sensing.rating_biases(rows + d1, cols, values, (d1, d2), ridge)
+    with pytest.raises(ValueError, match="values"):
+        sensing.rating_biases(rows, cols, values[:-1], (d1, d2), ridge)
+
+
+def test_trace_norm_rate():
+    assert sensing.trace_norm_rate(400, 1000) == pytest.approx(np.sqrt(400 * np.log(400) / 1000))
+    assert sensing.trace_norm_rate(10, 50, alpha=4.0) == pytest.approx(2 * sensing.trace_norm_rate(10, 50))
+    with pytest.raises(ValueError, match="d1"):
+        sensing.trace_norm_rate(1, 10)
+    with pytest.raises(ValueError, match="alpha"):
+        sensing.trace_norm_rate(10, 10, alpha=-1.0)
