@@ -6,8 +6,9 @@ Uses Debian's ``chromium`` and ``chromium-driver`` through Selenium; nothing is 
 * :func:`browser` starts headless Chromium at a window width (CSS pixels).
 * :func:`layout_problems` loads a page, waits for MathJax, and lists what a reader would find
   broken: a claim, table or figure wider than the text column, a table cell whose content is
-  cut, a number broken over two lines, a figure scaled down so far that its labels shrink, a
-  figure without caption or description.
+  cut, a number broken over two lines, a formula or a line of text or printed output that runs
+  past the column or out of its box, a role or glue shown as source text, a figure scaled down so far that its labels
+  shrink, a figure without caption or description.
 * :func:`print_book` prints every page of the built book, in the order of its table of
   contents, and joins them into one PDF.
 
@@ -158,6 +159,31 @@ for (const root of article.querySelectorAll('.claim, table')) {
     }
   }
 }
+// No formula runs past the column where nothing scrolls (on a phone it is cut at the screen's edge).
+for (const el of article.querySelectorAll('mjx-container')) {
+  if (hidden(el) || inScroller(el) || el.parentElement.closest('mjx-container')) continue;
+  const r = el.getBoundingClientRect();
+  const tex = (el.querySelector('mjx-assistive-mml') || el).textContent.replace(/\\s+/g, ' ').slice(0, 60);
+  if (outside(r)) problems.push(`a formula runs past the column (${Math.round(r.left)}–${Math.round(r.right)} px): "${tex}"`);
+}
+// No text runs out of its box (an unbreakable line: a long address or name).
+for (const el of article.querySelectorAll('p, li, dt, dd, blockquote')) {
+  if (hidden(el) || inScroller(el) || el.querySelector('mjx-container[display="true"], pre, table')) continue;
+  if (el.scrollWidth > el.clientWidth + 2) problems.push(`${name(el)} runs out of its box (${el.scrollWidth} px in ${el.clientWidth} px): "${el.textContent.trim().slice(0, 60)}"`);
+}
+// No printed output hides part of a line behind a scroll bar.
+for (const el of article.querySelectorAll('.cell_output pre')) {
+  if (hidden(el)) continue;
+  if (el.scrollWidth > el.clientWidth + 2) problems.push(`a printed line runs out of its box (${el.scrollWidth} px in ${el.clientWidth} px): "${el.textContent.trim().slice(0, 60)}"`);
+}
+// No source shows: a role or glue that was not resolved, outside code. Closed boxes count: a reader opens them.
+const leaked = /\\{(?:doc|eq|ref|numref|cite(?::[pt])?|term|download|prf:ref|glue(?::\\w+)?)\\}`|glue:(?:text|any|figure|math)\\b/;
+const texts = document.createTreeWalker(article, NodeFilter.SHOW_TEXT);
+for (let node = texts.nextNode(); node; node = texts.nextNode()) {
+  if (node.parentElement.closest('pre, code, .highlight, .cell_input, script, style')) continue;
+  const match = node.data.match(leaked);
+  if (match) problems.push(`source text shows on the page: "${node.data.slice(Math.max(0, match.index - 30), match.index + 50).trim()}"`);
+}
 // Figures: a caption, a description, and labels that stay readable.
 for (const img of article.querySelectorAll('img')) {
   const figure = img.closest('figure');
@@ -166,9 +192,12 @@ for (const img of article.querySelectorAll('img')) {
   if (alt.length < 20 || /\\.(png|svg|jpe?g)$/.test(alt)) problems.push(`a figure has no description (alt "${alt}")`);
 }
 if (checkFigureScale) {
+  // A figure's size is its declared width (a PNG at twice the resolution declares half its pixels,
+  // as a style or an attribute).
   for (const img of article.querySelectorAll('img')) {
-    if (img.naturalWidth > 0 && img.clientWidth / img.naturalWidth < smallest)
-      problems.push(`a figure is shown at ${(100 * img.clientWidth / img.naturalWidth).toFixed(0)} % of its size (${img.naturalWidth} px wide): its labels shrink below 12 px`);
+    const size = parseFloat(img.style.width) || Number(img.getAttribute('width')) || img.naturalWidth;
+    if (size > 0 && img.clientWidth / size < smallest)
+      problems.push(`a figure is shown at ${(100 * img.clientWidth / size).toFixed(0)} % of its size (${size} px wide): its labels shrink below 12 px`);
   }
 }
 return problems;

@@ -145,9 +145,12 @@ def origin_label(r: Mapping) -> str:
     return "estimated tolerance" if is_estimate(r) else "tolerance"
 
 
-def claim_block(record: Any) -> str:
-    """One claim or erratum as a Markdown block (see the module docstring)."""
+def claim_block(record: Any, page_href: str | None = None) -> str:
+    """One claim or erratum as a Markdown block (see the module docstring). An erratum links to its
+    section of the errata page, or, given ``page_href`` (on the errata page), to its own page."""
     r = _fields(record)
+    if page_href is not None:
+        page_href = checks.text(page_href, "page_href")
     verdict = "✓" if r["passed"] else "✗"
     state = "pass" if r["passed"] else "fail"
     if r["kind"] == "erratum":
@@ -159,8 +162,12 @@ def claim_block(record: Any) -> str:
     else:
         head = f"**{verdict} Claim.** {prose(r['statement'])}"
         lines = [head + ("" if r["passed"] else " **Does not hold.**"), ""]
+    link = ""
+    if r["kind"] == "erratum":
+        link = (f' · <a class="erratum-page" href="{page_href}">on its page</a>' if page_href else
+                f' · <a class="erratum-list" href="errata.html#errata-{r["page"]}">all errata</a>')
     lines += [
-        f"{comparison_text(r)} · {origin_label(r)}: {origin_text(r)} · *{plain(r['source'])}*",
+        f"{comparison_text(r)} · {origin_label(r)}: {origin_text(r)} · *{plain(r['source'])}*{link}",
         "",
         '<details class="claim-record"><summary>record</summary>',
         "",

@@ -147,7 +147,7 @@ class ClaimsReport(SphinxDirective):
         for page in ledger:
             errata = [r for r in records.get(page, []) if r["kind"] == "erratum"]
             if errata:
-                text = "\n\n".join(claim_block(r) for r in errata)
+                text = "\n\n".join(claim_block(r, page_href=self._claim_href(r)) for r in errata)
                 sections.append(self._section(page, "errata", text))
         return sections or self._parse("No erratum is recorded yet.", nodes.container()).children
 

@@ -1,6 +1,7 @@
 """The book as a reader sees it: every page in headless Chromium at 1,400 and 420 px, and the PDF.
 
-Claims, tables and figures must stay in the text column, no table cell may cut its content, no
+Claims, tables, figures and formulas must stay in the text column, no table cell may cut its
+content, no line of text may run out of its box, no role or glue may show as source text, no
 number may break over two lines, every figure needs a caption and a description, and on a
 desktop screen no figure may be scaled down so far that its labels shrink below 12 px. Without
 Chromium (Debian's chromium and chromium-driver; ``make browser`` installs them) these tests
@@ -54,6 +55,13 @@ PAGE = """<!doctype html><html><body style="margin:0">
 <figure><img src="data:image/svg+xml;utf8,<svg xmlns='http://www.w3.org/2000/svg' width='900' height='90'/>"
  alt="x.png" style="max-width:100%"></figure>
 <div class="claim" id="c2" style="width:700px">a claim wider than the column</div>
+<figure><img src="data:image/svg+xml;utf8,<svg xmlns='http://www.w3.org/2000/svg' width='760' height='76'/>"
+ alt="a figure at twice its resolution, declared at half its pixels" style="width: 380px; height: 38px; max-width:100%">
+<figcaption>shown at its declared size</figcaption></figure>
+<p>a formula <mjx-container style="display:inline-block;width:600px">x + y</mjx-container> cut by the screen</p>
+<p>the licence at https://example.org/averylongaddressthatcannotbreakanywhereatallinalineofthecolumnwhateverthewidth</p>
+<p>a role left as source: {{doc}}`bounds`, and a glue in math: $glue:text`slope`$</p>
+<div class="cell_output"><pre style="overflow-x:auto">printed terms of use that run on and on far past the column's right edge without end</pre></div>
 </article></body></html>"""
 
 
@@ -67,7 +75,11 @@ def test_the_checker_finds_what_a_reader_would(tmp_path):
     assert "div.claim#c2 overflows the column" in problems
     assert "a table cell cuts its content" in problems and 'span#cut cuts its content' in problems
     assert "a figure has no caption" in problems and 'no description (alt "x.png")' in problems
-    assert "labels shrink" in problems
+    assert problems.count("labels shrink") == 1, "a figure shown at its declared width is at full size"
+    assert 'a formula runs past the column' in problems and '"x + y"' in problems
+    assert "runs out of its box" in problems and "example.org" in problems
+    assert "source text shows on the page" in problems and "{doc}`bounds`" in problems
+    assert "a printed line runs out of its box" in problems
 
 
 @pytest.mark.chapters

@@ -47,15 +47,24 @@ def test_code_paths_differ_from_the_defaults():
     assert len({env["OPENBLAS_CORETYPE"] for _, env in CODE_PATHS.values()}) == len(CODE_PATHS) >= 3
 
 
+OPENING_WORDS = 120  # "at most about 100 words": the question, the answer, the one surprise
+
+
 @pytest.mark.parametrize("page", chapters_with_claims())
-def test_every_page_opens_with_what_it_shows_and_closes_with_a_summary(page):
-    """The chapter template (CONTRIBUTING.md): an overview box under the title, then at the end a
-    Summary section and the claims table."""
+def test_every_page_opens_with_its_idea_and_closes_with_a_summary(page):
+    """The chapter template (CONTRIBUTING.md): a short opening under the title, then "The idea" with
+    a figure and the "On this page" box; at the end a Summary section and the claims table."""
     text = (CHAPTERS / f"{page}.md").read_text()
     body = text.split("\n---\n", 1)[1].lstrip("\n")
     title, rest = body.split("\n", 1)
     assert title.startswith("# ")
-    assert re.match(r"\n*```\{admonition\} What this (chapter|page) shows\n:class: chapter-overview\n", rest)
+    opening, idea = rest.split("\n## The idea\n", 1)
+    prose = re.sub(r"```\{code-cell\}.*?\n```", "", opening, flags=re.S)
+    assert "\n## " not in prose and 0 < len(prose.split()) <= OPENING_WORDS, \
+        f"the opening has {len(prose.split())} words (at most {OPENING_WORDS}) or a heading"
+    idea = idea.split("\n## ", 1)[0]
+    assert re.search(r"^    name: fig-", idea, re.MULTILINE), "The idea shows no figure"
+    assert re.search(r"```\{admonition\} On this page\n:class: chapter-overview\n", idea)
     headings = re.findall(r"^## (.+)$", text, re.MULTILINE)
     assert headings[-2:] == ["Summary", "Claims of this chapter"]
 

@@ -72,6 +72,14 @@ def test_erratum_block_gives_both_statements(records):
     assert "*Eq. (3\\*)*" in block
 
 
+def test_an_erratum_links_to_the_errata_page_and_back(records):
+    page = records[2].page
+    assert f'<a class="erratum-list" href="errata.html#errata-{page}">all errata</a>' in claim_block(records[2])
+    linked = claim_block(records[2], page_href=f"{page}.html#{records[2].id}")
+    assert f'<a class="erratum-page" href="{page}.html#{records[2].id}">on its page</a>' in linked
+    assert "erratum-list" not in linked and "erratum-" not in claim_block(records[0])
+
+
 def test_claims_table_has_a_row_per_record_and_links_ids(records):
     table = claims_table(records, href=lambda r: f"page.html#{r['id']}")
     rows = [line for line in table.splitlines() if line.startswith("| ✓")]
