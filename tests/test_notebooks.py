@@ -69,6 +69,22 @@ def test_every_page_opens_with_its_idea_and_closes_with_a_summary(page):
     assert headings[-2:] == ["Summary", "Claims of this chapter"]
 
 
+GLUE_IN_MATH = re.compile(r"\$\{glue:\w+\}`[^`]*`\$")  # $…${glue:text}`x`$…$: a role between two formulas
+
+
+@pytest.mark.parametrize("page", chapters_with_claims())
+def test_no_glue_sits_between_two_halves_of_a_formula(page):
+    """A glued number written as ``$x\\in\\{${glue:text}`v`$\\}$`` splits one formula in two around it (a
+    line break there leaves the role's source on the page): the number goes outside the formula."""
+    found = GLUE_IN_MATH.findall((CHAPTERS / f"{page}.md").read_text())
+    assert not found, found
+
+
+def test_the_pattern_finds_a_glue_inside_a_formula():
+    assert GLUE_IN_MATH.search("$\\nu\\in\\{${glue:text}`radii`$\\}$")
+    assert not GLUE_IN_MATH.search("$\\nu =$ {glue:text}`radius:g`, $m = ${glue:text}`width:d`, and more")
+
+
 @pytest.mark.chapters
 def test_a_job_past_its_time_limit_is_stopped_with_its_kernel(tmp_path):
     import psutil
