@@ -47,13 +47,15 @@ threads.set_defaults()  # before torch and scipy start their thread pools
 from .claims import Claims, ClaimFailed  # noqa: E402
 from .config import Config, configure_threads, default_device, resolve_profile, resolve_seed  # noqa: E402
 from .plotting import use_style  # noqa: E402
+from .render import show_numpy_scalars_plainly  # noqa: E402
 
 __all__ = ["Claims", "ClaimFailed", "Config", "setup"]
 
 
 def setup(page: str, profile: str | None = None, seed: int | None = None,
           default_seed: int = 0, prefix: str | None = None) -> tuple[Config, Claims]:
-    """Start a page run: resolve profile and seed, set threads, dtype and figure style, open its claims.
+    """Start a page run: resolve profile and seed, set threads, dtype, figure style and the display of
+    NumPy scalars, open its claims.
 
     ``page`` is the page's name (file stem), ``prefix`` the start of its claim ids (default: the
     page's name; the pages of a split chapter share the chapter's prefix, see :class:`Claims`).
@@ -65,6 +67,7 @@ def setup(page: str, profile: str | None = None, seed: int | None = None,
     configure_threads()
     torch.set_default_dtype(torch.float64)
     use_style()
+    show_numpy_scalars_plainly()
     config = Config(profile=resolve_profile(profile), seed=resolve_seed(seed, default_seed), device=default_device())
     claims = Claims(page, config.profile, device=config.device.type, seed=config.seed, prefix=prefix)
     print(config.describe())

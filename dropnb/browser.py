@@ -8,7 +8,7 @@ Uses Debian's ``chromium`` and ``chromium-driver`` through Selenium; nothing is 
   broken: a claim, table or figure wider than the text column, a table cell whose content is
   cut, a number broken over two lines, a formula or a line of text or printed output that runs
   past the column or out of its box, a role or glue shown as source text, a figure scaled down so far that its labels
-  shrink, a figure without caption or description.
+  shrink (on a phone: the picture of "The idea" only), a figure without caption or description.
 * :func:`print_book` prints every page of the built book, in the order of its table of
   contents, and joins them into one PDF.
 
@@ -37,6 +37,9 @@ MISSING = ("no browser: install Debian's chromium and chromium-driver (make brow
 # A figure drawn at the book's 110 dpi with 10-point labels keeps them at 12 px or more on
 # screen when it is shown at no less than this fraction of its natural size.
 SMALLEST_FIGURE_SCALE = 0.8
+# On a phone (a column of about 360 px) every figure is scaled down; the picture of "The idea", drawn
+# at most 4.5 inches wide (495 px), keeps its labels at 10 px or more at this fraction.
+SMALLEST_IDEA_SCALE_ON_A_PHONE = 0.7
 # Seconds a page may take to load, typeset and decode its images: a limit on a wait for those events,
 # not a pause; generous, since a busy machine renders slowly. A renderer that times out is asked once more.
 LOAD_LIMIT = 300
@@ -102,7 +105,7 @@ Promise.all([typeset, ...images]).then(() => done(true), () => done(false));
 """
 
 _PROBLEMS = """
-const smallest = arguments[0], checkFigureScale = arguments[1];
+const smallest = arguments[0], checkFigureScale = arguments[1], smallestIdea = arguments[2];
 const problems = [];
 const article = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
 const column = article.getBoundingClientRect();
@@ -199,6 +202,13 @@ if (checkFigureScale) {
     if (size > 0 && img.clientWidth / size < smallest)
       problems.push(`a figure is shown at ${(100 * img.clientWidth / size).toFixed(0)} % of its size (${size} px wide): its labels shrink below 12 px`);
   }
+} else {
+  // On a phone every figure is scaled to the column; the picture of "The idea" must still read.
+  for (const img of article.querySelectorAll('section#the-idea img')) {
+    const size = parseFloat(img.style.width) || Number(img.getAttribute('width')) || img.naturalWidth;
+    if (size > 0 && img.clientWidth / size < smallestIdea)
+      problems.push(`the idea's figure is shown at ${(100 * img.clientWidth / size).toFixed(0)} % of its size (${size} px wide) on a phone: draw it narrower`);
+  }
 }
 return problems;
 """
@@ -223,7 +233,7 @@ def load(driver, url: str) -> None:
 def layout_problems(driver, url: str, figure_scale: bool = True) -> list[str]:
     """Load ``url`` in ``driver`` and list its layout problems (see the module docstring)."""
     load(driver, url)
-    return driver.execute_script(_PROBLEMS, SMALLEST_FIGURE_SCALE, figure_scale)
+    return driver.execute_script(_PROBLEMS, SMALLEST_FIGURE_SCALE, figure_scale, SMALLEST_IDEA_SCALE_ON_A_PHONE)
 
 
 def screenshot(driver, path: Path) -> None:

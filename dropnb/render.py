@@ -223,3 +223,22 @@ def claims_table(records: Iterable[Any], href: Callable[[dict], str] | None = No
                  origin]
         rows.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     return "\n".join(['<div class="claims-table">', "", *rows, "", "</div>"])
+
+
+def show_numpy_scalars_plainly() -> None:
+    """In a notebook, a NumPy scalar is displayed, and glued, as the plain number (``638.7``, not
+    ``np.float64(638.7)``, which a ``{glue:text}`` format cannot read and the build rejects)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    import numpy as np
+
+    plain = shell.display_formatter.formatters["text/plain"]
+    for kind, python in ((np.floating, float), (np.integer, int), (np.bool_, bool)):
+        # each concrete type: IPython stops at the first class of the MRO that defines __repr__
+        for scalar in {t for t in np.sctypeDict.values() if issubclass(t, kind)}:
+            plain.for_type(scalar, lambda value, printer, cycle, python=python: printer.text(repr(python(value))))

@@ -15,6 +15,10 @@
   ``jupyter_execute/`` first (myst-nb writes it without them).
 * The stylesheet ``dropnb/static/dropnb.css`` lays out claims, claim tables and figures for any
   column width and for print; the footer names the commit the book was built from.
+* Figures, tables and equations are numbered per page (Fig. 1, 2, … and (1), (2), … on every page);
+  a reference to the number of another page names that page. A reference to a result reads as its
+  source's number ("Mianjy 2021, Proposition 3 of Chapter 4"); the proof index lists each result by
+  its title, under its page.
 * The book offers no live-code (Thebe) button, so Thebe's loader, which names a remote script,
   is left out of the pages: no page references anything outside the built site.
 """
@@ -32,9 +36,11 @@ from pathlib import Path
 import nbformat
 from docutils import nodes
 from docutils.statemachine import StringList
+from sphinx import addnodes
 from sphinx.util import logging
 from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util.docutils import SphinxDirective
+from sphinx_proof.domain import ProofIndex
 
 from . import timing
 from .claims import CLAIMS_DIR_VARIABLE, load_records, totals
@@ -207,6 +213,106 @@ class ReadableNumbers(SphinxPostTransform):
                 cell["classes"].append("number")
 
 
+def _number_per_page(app, env) -> list[str]:
+    """Renumber what Sphinx numbered across the book (Fig. 45, (58)) from 1 on every page, in page order."""
+    for numbers in env.toc_fignumbers.values():
+        for ids in numbers.values():
+            for n, key in enumerate(sorted(ids, key=ids.get), 1):
+                ids[key] = (n,)
+    return []
+
+
+class CrossPageNumbers(SphinxPostTransform):
+    """A reference to a figure or an equation of another page reads "(3) on the page *Its title*":
+    numbers restart on every page, so a bare number would point into the reader's own page."""
+
+    default_priority = 5  # before the references are resolved
+
+    def run(self, **kwargs) -> None:
+        for node in list(self.document.findall(addnodes.pending_xref)):
+            page = self._page_of(node.get("refdomain"), node.get("reftype"), node.get("reftarget", ""))
+            if page is None or page == self.env.docname:
+                continue
+            link = nodes.reference("", "", nodes.emphasis(text=self.env.titles[page].astext()), internal=True,
+                                   refuri=self.app.builder.get_relative_uri(self.env.docname, page))
+            node.parent.insert(node.parent.index(node) + 1, [nodes.Text(" on the page "), link])
+
+    def _page_of(self, domain: str, kind: str, target: str) -> str | None:
+        if (domain, kind) == ("math", "eq"):
+            return self.env.get_domain("math").equations.get(target, (None,))[0]
+        if (domain, kind) == ("std", "numref"):
+            return self.env.get_domain("std").anonlabels.get(target.lower(), (None,))[0]
+        return None
+
+
+SOURCE_IN_TITLE = re.compile(r"(?P<name>.+?)\s*\((?P<source>[^()]*(?:\([^()]*\)[^()]*)*)\)")
+
+
+def result_name(kind: str, title: str) -> str:
+    """How a reference names a result the book does not number: the source's numbering in the
+    title's closing parentheses ("Mianjy 2021, Proposition 3 of Chapter 4"), else kind and title."""
+    match = SOURCE_IN_TITLE.fullmatch(title)
+    if match:
+        return match["source"]
+    return f"{kind.capitalize()} “{title}”" if title else kind.capitalize()
+
+
+class NamedResults(SphinxPostTransform):
+    """A reference without text to an unnumbered result (every result the book restates carries its
+    source's number, not the book's) reads as that number, not as a bare "Theorem "."""
+
+    default_priority = 5  # before the references are resolved
+
+    def run(self, **kwargs) -> None:
+        titles = getattr(self.env, "dropnb_proof_titles", {})
+        results = getattr(self.env, "proof_list", {})
+        for node in list(self.document.findall(addnodes.pending_xref)):
+            target = node.get("reftarget", "")
+            if (node.get("refdomain") == "prf" and results.get(target, {}).get("nonumber")
+                    and node.astext() == target and target in titles):
+                _, kind, title = titles[target]
+                node.children = [nodes.inline(text=result_name(kind, title))]
+
+
+def _proof_titles(app, doctree) -> None:
+    """Remember the title of every result of the page (the proof index names results by it)."""
+    titles = app.env.__dict__.setdefault("dropnb_proof_titles", {})
+    for node in doctree.findall(nodes.Element):
+        if node.get("label") and node.get("realtype") and node.get("title") is not None:
+            title = node["title"].strip()
+            if title.startswith("(") and title.endswith(")"):  # proof_title_format " (%t)"
+                title = title[1:-1]
+            titles[node["label"]] = (app.env.docname, node["realtype"], title.replace("$", ""))
+
+
+def _proof_index(self, docnames=None):
+    """sphinx-proof's index, by page (in book order) and title instead of one raw label a line."""
+    env = self.domain.env
+    order = _book_order(env)
+    titles = getattr(env, "dropnb_proof_titles", {})
+    content: dict[str, list] = {}
+    for label, values in getattr(env, "proof_list", {}).items():
+        _, kind, title = titles.get(label, (None, values["realtype"], ""))
+        page = values["docname"]
+        name = f"{kind.capitalize()}: {title}" if title else kind.capitalize()
+        content.setdefault(page, []).append((name, 0, page, label, "", "", ""))
+    return [(env.titles[page].astext(), entries) for page, entries in sorted(content.items(), key=lambda i: order.get(i[0], len(order)))], False
+
+
+def _book_order(env) -> dict[str, int]:
+    """The pages in reading order (a walk of the table of contents from the root)."""
+    order: list[str] = []
+
+    def walk(docname: str) -> None:
+        if docname not in order:
+            order.append(docname)
+            for child in env.toctree_includes.get(docname, []):
+                walk(child)
+
+    walk(env.config.root_doc)
+    return {d: i for i, d in enumerate(order)}
+
+
 def _set_claims_dir(app, config) -> None:
     os.environ.setdefault(CLAIMS_DIR_VARIABLE, str(Path(app.srcdir) / "_build" / "claims"))
 
@@ -309,6 +415,11 @@ def setup(app):
     app.add_directive("claims-report", ClaimsReport)
     app.add_directive("timing-table", TimingTable)
     app.add_post_transform(ReadableNumbers)
+    app.add_post_transform(CrossPageNumbers)
+    app.add_post_transform(NamedResults)
+    app.connect("env-get-updated", _number_per_page, priority=900)
+    app.connect("doctree-read", _proof_titles)
+    ProofIndex.generate = _proof_index
     app.add_css_file("dropnb.css")
     app.connect("config-inited", _set_claims_dir)
     app.connect("config-inited", _stylesheet)

@@ -93,3 +93,26 @@ def test_every_figure_cell_shows_one_figure(quick_build):
             if "figure" in cell.metadata.get("mystnb", {}):
                 shown = [o for o in cell.outputs if o.output_type in ("display_data", "execute_result")]
                 assert len(shown) == 1 and "image/png" in shown[0].data, (path.name, cell.metadata.mystnb.figure)
+
+
+def test_figures_and_equations_are_numbered_per_page(book):
+    """Fig. 1, 2, … and (1), (2), … restart on every page, in the order of the page."""
+    for chapter in json.loads((CHAPTERS / "ledger.json").read_text()):
+        text = (book / "chapters" / f"{chapter}.html").read_text()
+        figures = [int(n) for n in re.findall(r'class="caption-number">Fig\. (\d+) ', text)]
+        equations = [int(n) for n in re.findall(r'class="eqno">\((\d+)\)', text)]
+        assert figures == list(range(1, len(figures) + 1)), (chapter, figures)
+        assert equations == list(range(1, len(equations) + 1)), (chapter, equations)
+
+
+def test_a_number_of_another_page_names_that_page(book):
+    """structured-masks refers to the DropBlock bound, an equation of structured."""
+    text = re.sub(r"<[^>]+>", "", (book / "chapters" / "structured-masks.html").read_text())
+    assert re.search(r"\(\d+\) on the page Structured dropout", text)
+
+
+def test_the_proof_index_names_each_result_by_its_title_under_its_page(book):
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", (book / "prf-prf.html").read_text()))
+    assert "Theorem: The expected dropout loss is a regularized loss" in text
+    assert "The explicit regularizer of dropout" in text
+    assert not re.search(r"\b(?:thm|lem|def|prop)-[a-z]", text), "a raw label in the proof index"

@@ -701,7 +701,7 @@ PLANTED_BUGS = {
         'adversarial',
         'import inspect, dropnb.adversarial as _A\n'
         "exec(inspect.getsource(_A.adversarial_training).replace('* (a * slope)[:, :, None] * delta[:, None, :]', '* (kappa[:, None] * torch.sign(a) * slope)[:, :, None] * delta[:, None, :]'), _A.__dict__)",
-        'adversarial.lemma19.printed-increment-fails',
+        'adversarial.errata.lemma19-increment',
     ),
     'multi-class PGD descending the cross-entropy': (
         'adversarial',
@@ -758,6 +758,29 @@ PLANTED_BUGS = {
         'adversarial.corollary4.closed-form',
     ),
 }
+
+PLANTED_BUGS["the split of a unit into k copies scaled by 1/k instead of 1/√k"] = (
+    "landscape-networks-exercises",
+    "import inspect, dropnb.factorization as _F\n"
+    "exec(inspect.getsource(_F.split_units).replace('/ np.sqrt(k), np.repeat(V, k, axis=-1) / np.sqrt(k)',"
+    " '/ k, np.repeat(V, k, axis=-1) / k'), _F.__dict__)",
+    "landscape-networks.exercises.split-three",
+)
+# The exercise pages are broken by bugs of their chapter: the claim that must fail first is an
+# exercise's (each solution is checked by the package the chapter verifies).
+EXERCISE_BUGS = {
+    "θ in place of 1/θ in the thinned network": "regularizer.exercises.binary-inputs.penalty",
+    "the printed thresholds 1 + λj of Algorithm 3": "equalization.exercises.flat-spectrum",
+    "λA in place of λ Diag(A) in the moment propagation": "deep-linear.exercises.single-output",
+    "the printed rule ρ* = argmax of (11) in the s-support norm": "structured.exercises.spike",
+    "the factor 2 of 2U Diag(uᵢᵀdᵢ) missing in the tied Hessian": "landscape-dropout.exercises.toy-spectrum",
+    "the weighted spectral norm of the Rademacher complexity with 1/(pq) in place of 1/√(pq)":
+        "bounds.exercises.distinct-entries",
+    "Algorithm 4's row step without the 1/√m of the network's gradient": "convergence.exercises.worst-step",
+    "the logistic slope in base 2 whatever base is asked": "adversarial.exercises.lambert-peak",
+}
+PLANTED_BUGS |= {f"{bug}, on the exercises": (claim.split(".")[0] + "-exercises", PLANTED_BUGS[bug][1], claim)
+                 for bug, claim in EXERCISE_BUGS.items()}
 
 
 @pytest.fixture(scope="session")

@@ -3,9 +3,11 @@
 import re
 
 import pytest
+import yaml
 
-from dropnb.notebooks import (CHAPTERS, CODE_PATHS, Job, Outcome, chapters_with_claims, execute, load_chapter, run_job,
-                              run_jobs)
+from dropnb.claims import CLAIMS_DIR_VARIABLE
+from dropnb.notebooks import (CHAPTERS, CODE_PATHS, ROOT, Job, Outcome, chapters_with_claims, execute, load_chapter,
+                              run_job, run_jobs)
 
 
 def test_every_ledger_chapter_loads_with_its_parameters_cell():
@@ -50,19 +52,48 @@ def test_code_paths_differ_from_the_defaults():
 OPENING_WORDS = 120  # "at most about 100 words": the question, the answer, the one surprise
 
 
-@pytest.mark.parametrize("page", chapters_with_claims())
+def opening_and_rest(page: str) -> tuple[str, str, str]:
+    """(title line, the prose of the opening without its code cells, what follows the opening)."""
+    body = (CHAPTERS / f"{page}.md").read_text().split("\n---\n", 1)[1].lstrip("\n")
+    title, rest = body.split("\n", 1)
+    opening, after = rest.split("\n## ", 1)
+    prose = re.sub(r"```\{code-cell\}.*?\n```", "", opening, flags=re.S)
+    assert 0 < len(prose.split()) <= OPENING_WORDS, f"the opening has {len(prose.split())} words (at most {OPENING_WORDS})"
+    return title, prose, "## " + after
+
+
+def test_every_chapter_ends_with_its_exercises():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    chapters = [c for part in toc["parts"] for c in part["chapters"] if c["file"].removeprefix("chapters/") in
+                chapters_with_claims()]
+    assert len(chapters) == 9
+    for chapter in chapters:
+        assert chapter["sections"][-1]["file"] == chapter["file"] + "-exercises", chapter["file"]
+
+
+@pytest.mark.parametrize("page", [p for p in chapters_with_claims() if p.endswith("-exercises")])
+def test_every_exercise_has_a_solution_checked_by_a_claim(page):
+    """The exercise template (CONTRIBUTING.md): a short opening, then "Exercise 1: …", … each with one
+    solution in a dropdown and a cell that records a claim, and at the end the claims table."""
+    title, _, rest = opening_and_rest(page)
+    assert title.startswith("# Exercises: ")
+    sections = rest.split("\n## ")
+    headings = [s.split("\n", 1)[0].removeprefix("## ") for s in sections]
+    assert headings[-1] == "Claims of this chapter" and len(headings) >= 4, headings
+    for n, (heading, section) in enumerate(zip(headings[:-1], sections), 1):
+        assert heading.startswith(f"Exercise {n}: "), heading
+        assert section.count(":::{dropdown} Solution\n") == 1, heading
+        assert re.search(r"claims\.(claim|erratum)\(", section), f"{heading}: no claim checks the solution"
+
+
+@pytest.mark.parametrize("page", [p for p in chapters_with_claims() if not p.endswith("-exercises")])
 def test_every_page_opens_with_its_idea_and_closes_with_a_summary(page):
     """The chapter template (CONTRIBUTING.md): a short opening under the title, then "The idea" with
     a figure and the "On this page" box; at the end a Summary section and the claims table."""
     text = (CHAPTERS / f"{page}.md").read_text()
-    body = text.split("\n---\n", 1)[1].lstrip("\n")
-    title, rest = body.split("\n", 1)
-    assert title.startswith("# ")
-    opening, idea = rest.split("\n## The idea\n", 1)
-    prose = re.sub(r"```\{code-cell\}.*?\n```", "", opening, flags=re.S)
-    assert "\n## " not in prose and 0 < len(prose.split()) <= OPENING_WORDS, \
-        f"the opening has {len(prose.split())} words (at most {OPENING_WORDS}) or a heading"
-    idea = idea.split("\n## ", 1)[0]
+    title, _, rest = opening_and_rest(page)
+    assert title.startswith("# ") and rest.startswith("## The idea\n"), "the opening is not followed by The idea"
+    idea = rest.removeprefix("## The idea\n").split("\n## ", 1)[0]
     assert re.search(r"^    name: fig-", idea, re.MULTILINE), "The idea shows no figure"
     assert re.search(r"```\{admonition\} On this page\n:class: chapter-overview\n", idea)
     headings = re.findall(r"^## (.+)$", text, re.MULTILINE)
@@ -87,14 +118,25 @@ def test_the_pattern_finds_a_glue_inside_a_formula():
 
 @pytest.mark.chapters
 def test_a_job_past_its_time_limit_is_stopped_with_its_kernel(tmp_path):
-    import psutil
-
-    before = {p.pid for p in psutil.process_iter() if "ipykernel" in " ".join(p.cmdline())}
     outcome = run_job(Job("convergence", tmp_path, profile="book", timeout=8.0))
     assert outcome.timed_out and outcome.returncode != 0 and outcome.seconds < 60
     assert outcome.error.endswith("stopped at the time limit of 8 s")
-    after = {p.pid for p in psutil.process_iter() if "ipykernel" in " ".join(p.cmdline())}
-    assert after <= before, "the kernel of the stopped job is still running"
+    assert not kernels_writing_to(tmp_path), "the kernel of the stopped job is still running"
+
+
+def kernels_writing_to(folder) -> list[int]:
+    """The Jupyter kernels whose records go to ``folder`` (other work on the machine has kernels too)."""
+    import psutil
+
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if ("ipykernel" in " ".join(process.cmdline())
+                    and process.environ().get(CLAIMS_DIR_VARIABLE) == str(folder.resolve())):
+                found.append(process.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
 
 
 @pytest.mark.parametrize("timeout", [0, -1.0, "10"])

@@ -109,3 +109,17 @@ def test_an_estimated_tolerance_is_labelled_as_such(tmp_path):
     block = claim_block(record)
     assert "estimated tolerance: g²/(2m) at the end point · *Thm 3*" in block
     assert f"| 1.00{P}⁻⁹, estimated: g²/(2m) at the end point |" in claims_table([record])
+
+
+def test_a_numpy_scalar_is_displayed_and_glued_as_a_plain_number():
+    """myst-nb glues a value's text/plain form; ``np.float64(638.7)`` breaks every ``{glue:text}`` format."""
+    import numpy as np
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from dropnb.render import show_numpy_scalars_plainly
+
+    shell = InteractiveShell.instance()
+    show_numpy_scalars_plainly()
+    shown = {value: shell.display_formatter.format(value)[0]["text/plain"]
+             for value in (np.float64(638.7), np.int64(3), np.bool_(True), np.float32(0.5))}
+    assert list(shown.values()) == ["638.7", "3", "True", "0.5"]
