@@ -102,7 +102,7 @@ def number(value, name: str, *, minimum: float | None = None, maximum: float | N
     if _single_real(value):
         try:
             converted = float(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # an int beyond the float range
             pass
     if converted is None or (finite and not math.isfinite(converted)) \
             or (minimum is not None and (converted <= minimum if open_minimum else converted < minimum)) \
@@ -136,6 +136,15 @@ def nonnegative(value, name: str) -> float:
 def probability(value, name: str) -> float:
     """A probability in (0, 1] (such as a retain probability θ), as a float."""
     return number(value, name, minimum=0, maximum=1, open_minimum=True)
+
+
+def distribution(value, name: str, *, positive: bool = False) -> np.ndarray:
+    """A probability vector: a finite 1-d array of non-negative (``positive``: positive) entries that
+    sum to 1 within 10⁻¹² (rounding of a normalised vector), as float64."""
+    p = vector(value, name)
+    if np.any(p <= 0 if positive else p < 0) or abs(p.sum() - 1) > 1e-12:
+        raise error(name, f"{'positive' if positive else 'non-negative'} entries that sum to 1", p)
+    return p
 
 
 def per_run(value, name: str, runs: int, check: Callable = number) -> np.ndarray:

@@ -151,8 +151,18 @@ class Claims:
         comparison: str = "close",
         seconds: float | None = None,
     ) -> Record:
-        """Record ``measured`` against ``target``; raise :class:`ClaimFailed` if it does not hold."""
+        """Record ``measured`` against ``target``; raise :class:`ClaimFailed` if it does not hold.
+
+        A comparison that cannot separate is refused (ValueError): a ``close`` tolerance of at least a
+        non-zero |target| (it accepts 0 as well), a ``differs`` tolerance of 0 (one ulp would pass)."""
         measured, target, tolerance = self._check_numbers(measured, target, tolerance)
+        comparison = checks.choice(comparison, "comparison", tuple(RELATIONS))
+        if comparison == "close" and target != 0 and tolerance >= abs(target):
+            raise ValueError(f"tolerance must be below |target| = {abs(target):.3g} for a 'close' claim, got "
+                             f"{tolerance:.3g}: it accepts 0 as well as the target")
+        if comparison == "differs" and tolerance == 0:
+            raise ValueError("tolerance must be positive for a 'differs' claim, got 0: a difference of one "
+                             "rounding would pass it")
         for text, name in ((source, "source"), (statement, "statement"), (basis, "basis")):
             checks.text(text, name)
         passed = holds(measured, target, comparison, tolerance)
@@ -179,11 +189,17 @@ class Claims:
     ) -> Record:
         """Record a correction: ``measured`` must miss ``printed_target`` and match ``corrected_target``.
 
-        Both comparisons use the same tolerance, so the evidence separates the two statements.
+        Both comparisons use the same tolerance, so the evidence separates the two statements: the two
+        targets must lie more than twice the tolerance apart (ValueError otherwise), so that every
+        measurement that matches the correction refutes the printed statement.
         """
         measured, corrected_target, tolerance = self._check_numbers(measured, corrected_target, tolerance,
                                                                     "corrected_target")
         printed_target = checks.number(printed_target, "printed_target")
+        if abs(printed_target - corrected_target) <= 2 * tolerance:
+            raise ValueError(f"printed_target and corrected_target must lie more than twice the tolerance "
+                             f"({tolerance:.3g}) apart, got {printed_target:.6g} and {corrected_target:.6g}: "
+                             "no measurement could tell the two statements apart")
         for text, name in ((source, "source"), (printed, "printed"), (corrected, "corrected"), (basis, "basis")):
             checks.text(text, name)
         passed = holds(measured, corrected_target, "close", tolerance) and holds(

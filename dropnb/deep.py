@@ -48,8 +48,8 @@ def check_layers(layers, S=None) -> tuple[list[np.ndarray], np.ndarray]:
 def check_widths(widths, name: str = "hidden_widths") -> np.ndarray:
     """A non-empty 1-d array of positive integer widths."""
     array = np.asarray(widths) if not isinstance(widths, (str, bytes)) else np.asarray([])
-    if array.dtype.kind not in "iuf" or array.ndim != 1 or array.size == 0 or not np.all(array == np.round(array)) \
-            or np.any(array < 1):
+    if array.dtype.kind not in "iuf" or array.ndim != 1 or array.size == 0 or not np.all(np.isfinite(array)) \
+            or not np.all(array == np.round(array)) or np.any(array < 1):
         raise ValueError(f"{name} must be a non-empty list of positive integers, got {widths!r}")
     return array.astype(int)
 

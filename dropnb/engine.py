@@ -2,7 +2,7 @@
 
 A run advances a *state*, named arrays with a leading run dimension R (torch tensors, on the CPU
 or a GPU, or numpy arrays), by a *step* for t = 0, …, T − 1 under a step-size :class:`Schedule`.
-At checkpoint steps the engine checks that the state is finite, evaluates *metrics* (functions of
+The engine stops a run whose state is no longer finite, and at checkpoint steps evaluates *metrics* (functions of
 the state returning arrays with a leading run dimension) and, if asked, keeps a copy of the state.
 A step may report its loss per run and may end the run early. Everything it returns is a numpy
 float64 array, in one result type, :class:`Run`.
@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from tqdm import tqdm  # the text bar: tqdm.auto warns in a kernel without ipywidgets
 
-from .checks import error, flag, function, instance, integer, matrix, positive, tensor
+from .checks import error, flag, function, instance, integer, matrix, positive, tensor, text
 
 State = dict[str, Any]
 Metrics = Callable[[State], Mapping[str, Any]]
@@ -157,8 +157,23 @@ def to_numpy(a) -> np.ndarray:
     return np.array(a, dtype=np.float64)
 
 
-def _finite(a) -> bool:
-    return bool(torch.isfinite(a).all()) if isinstance(a, torch.Tensor) else bool(np.isfinite(a).all())
+# Steps between two checks that the state is finite, besides the checkpoints and the end: a
+# diverging run stops within this many steps, at one read of the device per check.
+FINITE_EVERY = 100
+
+
+def check_finite(state: Mapping[str, Any], step: int, description: str) -> None:
+    """Raise FloatingPointError naming the quantity, the run (its leading index) and the step
+    when an array of ``state`` holds a NaN or an infinity; nothing non-finite is returned."""
+    state = instance(state, "state", dict, "a dict of names to arrays")
+    step, description = integer(step, "step", minimum=0), text(description, "description")
+    for name, a in state.items():
+        bad = ~torch.isfinite(a) if isinstance(a, torch.Tensor) else ~np.isfinite(np.asarray(a))
+        if bool(bad.any()):
+            first = tuple(int(i) for i in (bad.nonzero()[0] if isinstance(bad, torch.Tensor) else np.argwhere(bad)[0]))
+            where = f" (first in run {first[0]}, entry {first})" if first else ""
+            raise FloatingPointError(f"{description} diverged before step {step}: {name} is not finite{where}; "
+                                     "lower the step size")
 
 
 def descend(state: State, step: Step, schedule: Schedule, *, checkpoints=None, metrics: Metrics | None = None,
@@ -166,8 +181,9 @@ def descend(state: State, step: Step, schedule: Schedule, *, checkpoints=None, m
     """Call ``step(t, ηₜ)`` for t = 0, …, T − 1 (T = ``schedule.steps``); the step updates ``state``
     in place and returns None, its loss per run (R,), or True to end the run after step t − 1.
 
-    At every checkpoint t (about 40 log-spaced ones if None) the state must be finite
-    (FloatingPointError otherwise), ``metrics(state)`` is recorded and, if ``keep``, the state.
+    At every checkpoint t (about 40 log-spaced ones if None) ``metrics(state)`` is recorded and, if
+    ``keep``, the state. The state must stay finite: it is checked at the checkpoints, every
+    :data:`FINITE_EVERY` steps and at the end (FloatingPointError naming the quantity, run and step).
     """
     step = function(step, "step")
     schedule = instance(schedule, "schedule", Schedule, "a Schedule")
@@ -178,10 +194,9 @@ def descend(state: State, step: Step, schedule: Schedule, *, checkpoints=None, m
     reached, recorded, kept, losses = [], {}, {name: [] for name in state}, []
     t = 0
     for t in tqdm(range(schedule.steps + 1), disable=not progress, desc=description, mininterval=1.0):
+        if t in wanted or t % FINITE_EVERY == 0:
+            check_finite(state, t, description)
         if t in wanted:
-            if not all(_finite(a) for a in state.values()):
-                raise FloatingPointError(f"{description} diverged before step {t}: the state is not finite; "
-                                         "lower the step size")
             reached.append(t)
             if keep:
                 for name, a in state.items():
@@ -196,6 +211,7 @@ def descend(state: State, step: Step, schedule: Schedule, *, checkpoints=None, m
             break
         if loss is not None:
             losses.append(loss)
+    check_finite(state, t, description)
     return Run(steps=np.array(reached, dtype=int), metrics={name: np.stack(v) for name, v in recorded.items()},
                kept={name: np.stack(v) for name, v in kept.items() if v},
                final={name: to_numpy(a) for name, a in state.items()},

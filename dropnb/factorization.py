@@ -50,7 +50,7 @@ import torch
 from . import checks
 from .rounding import roundoff_tolerance
 from .deep import nuclear_norm
-from .engine import Run, Schedule, descend
+from .engine import Run, Schedule, check_finite, descend
 from .shrinkage import check_spectrum
 
 __all__ = [
@@ -389,7 +389,9 @@ def gradient_descent(Y, U0, V0, lam, kappa=0.0, *, step: float, tol: float, max_
 
     def advance(t: int, eta: float) -> bool | None:
         grad_u, grad_v = _gradient(Y, state["U"], state["V"], lam, kappa)
-        active[...] &= np.sqrt(_sq(grad_u) + _sq(grad_v)) > tol
+        norm = np.sqrt(_sq(grad_u) + _sq(grad_v))
+        check_finite(dict(gradient=np.where(active, norm, 0.0)), t, "gradient descent")  # a NaN norm would freeze the run
+        active[...] &= norm > tol
         if not active.any():
             return True
         move = (eta * active)[..., None, None]

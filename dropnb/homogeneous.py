@@ -182,9 +182,7 @@ def split_units(W1, W2, shares) -> tuple[np.ndarray, np.ndarray]:
     """Replace every unit by k copies (√cⱼ w^{[1]}, √cⱼ w^{[2]}), Σⱼcⱼ = 1: Φ and Θ are unchanged
     (copies of unit i are consecutive columns)."""
     W1, W2 = check_weights(W1, W2)
-    c = checks.matrix(shares, "shares", ndim=1)
-    if np.any(c <= 0) or abs(c.sum() - 1) > 1e-12:
-        raise ValueError("shares must be positive and sum to 1")
+    c = checks.distribution(shares, "shares", positive=True)
     root = np.sqrt(c)
     return np.repeat(W1, len(c), axis=-1) * np.tile(root, W1.shape[-1]), np.repeat(W2, len(c), axis=-1) * np.tile(root, W2.shape[-1])
 

@@ -179,6 +179,8 @@ def batched_objective(M: torch.Tensor, U: torch.Tensor, V: torch.Tensor, cbar: t
     V (…, d₂, r): tr((M − UVᵀ) S (M − UVᵀ)ᵀ) + ⟨C̄, UᵀU ⊙ VᵀSV⟩ (S = I when omitted).
     Differentiable; validated at entry (:func:`check_batched`); training loops and optimizers call
     the unvalidated core after validating once."""
+    if cbar is None:
+        raise ValueError("cbar must be the characteristic matrix C̄ of the mask, a (…, r, r) tensor, got None")
     return _batched_objective(*check_batched(M, U, V, cbar, S))
 
 

@@ -170,10 +170,9 @@ class Finite(MaskDistribution):
             raise ValueError(f"patterns must be a non-empty (K, r) array, got shape {patterns.shape}")
         if probs.shape != (patterns.shape[0],):
             raise ValueError(f"probs must have shape ({patterns.shape[0]},) to match patterns, got {probs.shape}")
-        if not (np.all(np.isfinite(patterns)) and np.all(np.isfinite(probs))):
-            raise ValueError("patterns and probs must be finite")
-        if np.any(probs < 0) or not math.isclose(probs.sum(), 1.0, rel_tol=0, abs_tol=1e-12):
-            raise ValueError(f"probs must be non-negative and sum to 1, got sum {probs.sum()!r}")
+        if not np.all(np.isfinite(patterns)):
+            raise ValueError("patterns must be finite")
+        probs = checks.distribution(probs, "probs")
         self.patterns, self.probs = patterns, probs / probs.sum()
         self.width = patterns.shape[1]
         if np.any(self.mean == 0):

@@ -24,6 +24,7 @@ from scipy.stats import norm
 
 from . import checks
 from .equalizer import equalized_factors
+from .engine import FINITE_EVERY, check_finite
 
 
 def _factors(U, V) -> tuple[np.ndarray, np.ndarray]:
@@ -186,7 +187,7 @@ def sample_entries(p, q, n: int, rng) -> tuple[np.ndarray, np.ndarray]:
 
 def nondegeneracy_ratio(p, q, n: int) -> float:
     """n √(d₁d₂) min pᵢqₖ / log d₁: Theorem 20's condition min pᵢqₖ ≥ log d₁ / (n√(d₁d₂)) holds iff ≥ 1."""
-    p, q, n = checks.vector(p, "p"), checks.vector(q, "q"), checks.integer(n, "n")
+    p, q, n = checks.distribution(p, "p"), checks.distribution(q, "q"), checks.integer(n, "n")
     if len(p) < 2:
         raise checks.error("p", "at least two rows (log d₁ > 0)", p)
     return float(n * np.sqrt(len(p) * len(q)) * p.min() * q.min() / np.log(len(p)))
@@ -298,7 +299,8 @@ def completion_descent(U0, V0, rows, cols, y, lam, steps: int, lr: float) -> tup
     """Full-batch gradient descent on :func:`completion_objective`, batched over the leading dimension
     (one λ per batch entry), each row's step scaled by n / (its number of observed entries):
     U ← U − η (n/c_a) ∇_U, V ← V − η (n/c_b) ∇_V (a diagonal preconditioner). Each step costs a few
-    batched products of dense (d₁ × d₂) matrices (:func:`completion_gradient`), whatever n is."""
+    batched products of dense (d₁ × d₂) matrices (:func:`completion_gradient`), whatever n is. A run
+    that diverges stops with a FloatingPointError (checked every ``FINITE_EVERY`` steps and at the end)."""
     U, V = _batched_factors(U0, V0, ("U0", "V0"))
     U, V = U.detach().clone(), V.detach().clone()
     steps, lr = checks.integer(steps, "steps", minimum=0), checks.positive(lr, "lr")
@@ -309,10 +311,13 @@ def completion_descent(U0, V0, rows, cols, y, lam, steps: int, lr: float) -> tup
     counts, sums = _entry_sums(rows, cols, y, (U.shape[1], V.shape[1]), U)
     row_scale = (n / counts.sum(1).clamp(min=1))[None, :, None]
     col_scale = (n / counts.sum(0).clamp(min=1))[None, :, None]
-    for _ in range(steps):
+    for t in range(steps):
+        if t % FINITE_EVERY == 0:
+            check_finite(dict(U=U, V=V), t, "completion descent")
         gU, gV = _dense_gradient(U, V, counts, sums, n, lam)
         U -= lr * row_scale * gU
         V -= lr * col_scale * gV
+    check_finite(dict(U=U, V=V), steps, "completion descent")
     return U, V
 
 

@@ -165,6 +165,7 @@ EXAMPLES = {
     # checks
     "checks.error": dict(name="x", requirement="finite", value=1.0),
     "checks.integer": dict(value=3, name="n"),
+    "checks.distribution": dict(value=[0.25, 0.75], name="p"),
     "checks.number": dict(value=0.5, name="x"),
     "checks.positive": dict(value=0.5, name="x"),
     "checks.nonnegative": dict(value=0.5, name="x"),
@@ -266,6 +267,7 @@ EXAMPLES = {
     "engine.log_checkpoints": dict(steps=100, count=5),
     "engine.check_checkpoints": dict(checkpoints=np.array([0, 2, 3]), steps=3),
     "engine.to_numpy": dict(a=TORCH_M),
+    "engine.check_finite": dict(state=dict(x=np.ones((2, 3))), step=3, description="descent"),
     "engine.descend": dict(state=torch_state(), step=lambda t, eta: None, schedule=schedule(), progress=False),
     "engine.train": dict(parameters=torch_state(), loss=lambda state, _: (state["w"] ** 2).sum(-1),
                          schedule=schedule(), progress=False),
@@ -506,6 +508,7 @@ EXAMPLES.update({
     "regression.verdict": dict(chapter="page", problems=[]),
     # render
     "render.readable": dict(value=0.123456, digits=3),
+    "render.show_numpy_scalars_plainly": dict(),
     "render.readable_text": dict(text="1e-3"),
     "render.plain": dict(text="a $x$"),
     "render.prose": dict(text="a $x$"),

@@ -127,8 +127,7 @@ def test_a_claim_with_a_wrong_constant_fails(book):
 ERRATUM_CASES = [
     # measured, printed target, corrected target, passes
     (4.0, 1.0, 4.0, True),  # misses the printed statement, matches the correction
-    (4.0, 4.0, 4.0, False),  # matches both: no evidence against the printed statement
-    (4.0, 1.0, 2.0, False),  # misses both
+    (4.0, 1.0, 2.5, False),  # misses both
     (4.0, 4.0, 1.0, False),  # matches only the printed statement
 ]
 
@@ -148,10 +147,28 @@ def test_erratum_passes_only_when_the_correction_alone_matches(book, tmp_path, m
     assert written["printed_target"] == printed_target and written["target"] == corrected_target
 
 
-def test_erratum_tolerance_boundary(book):
-    # Printed target exactly one tolerance away: |m − t| > tolerance fails, so the erratum fails.
-    with pytest.raises(ClaimFailed):
-        erratum(book, 1.5, 1.0, 1.5, tolerance=0.5)
+@pytest.mark.parametrize("printed_target", [4.0, 3.5, 3.0])
+def test_an_erratum_whose_targets_no_measurement_separates_is_refused(book, tmp_path, printed_target):
+    """Targets at most two tolerances apart: a measurement matching the correction may match the
+    printed statement too (equal targets: every such measurement does), so nothing is recorded."""
+    with pytest.raises(ValueError, match="^printed_target and corrected_target must lie more than twice"):
+        erratum(book, 4.0, printed_target, 4.0, tolerance=0.5)
+    assert not (tmp_path / "ch1.jsonl").read_text()
+    assert erratum(book, 4.0, 2.99, 4.0, tolerance=0.5).passed
+
+
+def test_a_close_tolerance_that_accepts_zero_and_a_differs_tolerance_of_zero_are_refused(book, tmp_path):
+    with pytest.raises(ValueError, match=r"^tolerance must be below \|target\|"):
+        claim(book, measured=1.0, target=1.0, tolerance=1e6)
+    with pytest.raises(ValueError, match="^tolerance must be positive for a 'differs' claim"):
+        claim(book, measured=1.0, target=1.0 + 2**-52, tolerance=0.0, comparison="differs")
+    assert not (tmp_path / "ch1.jsonl").read_text()
+    assert claim(book, measured=0.0, target=0.0, tolerance=1e-9).passed  # a zero target: any tolerance separates
+
+
+def test_a_measured_value_beyond_the_float_range_is_refused_clearly(book):
+    with pytest.raises(ValueError, match="^measured must be a finite number"):
+        claim(book, measured=10**400)
 
 
 # --- bad input ------------------------------------------------------------------------------------

@@ -177,3 +177,10 @@ def test_flat_objective_matches_the_objective():
 def test_new_functions_reject_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+@pytest.mark.parametrize("widths", [(np.inf, 5), (5, np.nan), (-np.inf,)])
+def test_widths_that_are_not_finite_are_refused(widths):
+    """inf == round(inf): without a finiteness check (inf, 5) became [-2⁶³, 5] and a negative weight."""
+    with pytest.raises(ValueError, match="^hidden_widths must be a non-empty list of positive integers"):
+        deep.check_widths(widths)

@@ -206,3 +206,26 @@ def test_run_select_keeps_the_chosen_runs_of_every_record():
     assert run.select(slice(1, 3)).final["U"].tolist() == [1.0, 2.0]
     with pytest.raises(ValueError, match="runs"):
         run.select("first")
+
+
+def test_a_state_that_turns_non_finite_between_checkpoints_is_stopped_with_its_run_and_step():
+    """Checkpoints only at 0: the state is also checked every FINITE_EVERY steps and at the end, so
+    nothing non-finite is returned; the error names the quantity, the run and the step."""
+    from dropnb.engine import FINITE_EVERY
+
+    state = dict(x=np.ones((3, 2)))
+
+    def step(t, eta):
+        if t == 7:
+            state["x"][1, 0] = np.nan
+
+    with pytest.raises(FloatingPointError, match=rf"before step {FINITE_EVERY}: x is not finite \(first in run 1"):
+        descend(state, step, Schedule.constant(1.0, 3 * FINITE_EVERY), checkpoints=[0], progress=False)
+    state = dict(x=torch.ones(2))
+
+    def blow_up_then_stop(t, eta):
+        state["x"].mul_(1e300)
+        return True if t == 3 else None
+
+    with pytest.raises(FloatingPointError, match="before step 3: x is not finite"):
+        descend(state, blow_up_then_stop, Schedule.constant(1.0, 50), checkpoints=[0], progress=False)

@@ -320,3 +320,13 @@ def test_bad_input_raises(call, match):
 def test_torch_dtype_is_float64():
     fun, _ = fz.flat_objective(instance(), 2, 1.0)
     assert fun(torch.zeros(22, dtype=torch.float64)).dtype == torch.float64
+
+
+@pytest.mark.parametrize("step, lam", [(1.0, 2.0), (0.1, 50.0)])
+def test_gradient_descent_that_diverges_stops_with_a_clear_error(step, lam):
+    """Too large a step, or a weight decay that makes the step too large: the engine stops the run
+    instead of returning NaN factors."""
+    rng = np.random.default_rng(12)
+    U0, V0 = rng.standard_normal((6, 4)), rng.standard_normal((5, 4))
+    with pytest.raises(FloatingPointError, match="gradient descent diverged before step .*not finite"):
+        fz.gradient_descent(instance(), U0, V0, lam, step=step, tol=1e-11, max_steps=2_000)

@@ -322,3 +322,9 @@ def test_bad_input_raises_naming_the_argument(case):
 def test_non_numeric_retain_names_the_argument():
     with pytest.raises(ValueError, match="retain"):
         linear.dropout_lambda("a")
+
+
+def test_batched_objective_refuses_a_missing_characteristic_matrix():
+    M, U, V = torch.zeros((2, 3)), torch.zeros((2, 4)), torch.zeros((3, 4))
+    with pytest.raises(ValueError, match="^cbar must be the characteristic matrix"):
+        linear.batched_objective(M, U, V, None)
