@@ -36,6 +36,13 @@ def second_moment(factor: np.ndarray, shift: np.ndarray | None = None) -> np.nda
     return moment if shift is None else moment + np.outer(shift, shift)
 
 
+def random_second_moment(d: int, rng: np.random.Generator) -> np.ndarray:
+    """A random input second moment S = AAᵀ/d + 0.2·I ≻ 0 (A Gaussian d×d), condition number of order 10."""
+    d, rng = checks.integer(d, "d"), checks.generator(rng, "rng")
+    A = rng.standard_normal((d, d))
+    return A @ A.T / d + 0.2 * np.eye(d)
+
+
 def haar_orthogonal(n: int, rng: np.random.Generator) -> np.ndarray:
     """A Haar-distributed n×n orthogonal matrix: Q from the QR factorization of a Gaussian matrix,
     with the signs of R's diagonal moved into Q."""

@@ -143,6 +143,24 @@ def lbfgs(fun: Objective, x0: np.ndarray, gtol: float = 1e-10, max_iter: int = 2
     return result.x
 
 
+def bisect(f: Callable[[float], float], low: float, high: float, bracket: float) -> float:
+    """The midpoint of [low, high], a bracket of a sign change of f, halved until it is at most ``bracket``
+    wide: the root lies within ``bracket``/2 of it (up to the rounding of f near the root)."""
+    f = checks.function(f, "f")
+    low, high, bracket = checks.number(low, "low"), checks.number(high, "high"), checks.positive(bracket, "bracket")
+    f_low = f(low)
+    if not low < high or (f_low > 0) == (f(high) > 0):
+        raise ValueError(f"low < high must bracket a sign change of f, got f({low:g}) = {f_low:g} and "
+                         f"f({high:g}) = {f(high):g}")
+    while high - low > bracket:
+        middle = 0.5 * (low + high)
+        if (f(middle) > 0) == (f_low > 0):
+            low, f_low = middle, f(middle)
+        else:
+            high = middle
+    return 0.5 * (low + high)
+
+
 def newton_polish(fun: Objective, x: np.ndarray, steps: int = 3) -> np.ndarray:
     """Up to ``steps`` damped Newton steps x ← x − (H + μI)⁻¹∇f, each kept only if it lowers ‖∇f‖.
     Hessian-free: MINRES solves the system with Hessian-vector products by autograd. The damping

@@ -12,6 +12,7 @@ the validators, and the chapters that use these bounds pass in what they compute
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -162,6 +163,21 @@ def factorization_gradient(Y, U, V, lam: float, residual_rounding: float) -> flo
 
 
 # --- two-layer ReLU networks, F = ½‖Y − W₂ReLU(W₁ᵀX)‖²_F + λ/2(‖W₁‖²_F + ‖W₂‖²_F) -------------------
+
+
+def dropout_step_rounding(width: int, dim: int, radius: float, distance: float, scale: float = 0.0) -> float:
+    """A rounding bound on the measured excess of inequality (5.3) in one step of Algorithm 4
+    (Mianjy 2021, Lemma 12), for rows in the ball of radius c = ``radius``, ‖x‖ = 1, η ≤ ln 2 and the
+    competitor U = W₁ + Λ₀V (Λ₀ = ``scale``), D = ``distance`` = ‖W − U‖²_F (increasing in D): the two
+    distances, sums of m·d squares of size at most D (2γ_n D); the outputs z and y⟨∇g, U⟩, sums of m
+    terms of size at most (c + Λ₀/√m)/√m, carried through ηQ ≤ 1 (4γ_n(c√m + Λ₀)); the stored step and
+    projection, against W − U (γ_n 2√D(1 + 3c√m)); the losses on the right (4γ_n(1 + c√m)); n = m(d + 1) + 10."""
+    width, dim = checks.integer(width, "width"), checks.integer(dim, "dim")
+    radius, scale = checks.nonnegative(radius, "radius"), checks.nonnegative(scale, "scale")
+    distance = checks.nonnegative(distance, "distance")
+    root = math.sqrt(width)
+    return roundoff_tolerance(width * (dim + 1) + 10) * (
+        2 * distance + 2 * math.sqrt(distance) * (1 + 3 * radius * root) + 8 * radius * root + 4 * scale + 4)
 
 
 def _relu(X, Y, W1, W2) -> tuple[np.ndarray, ...]:

@@ -218,6 +218,7 @@ EXAMPLES = {
     # data
     "data.isotropic_inputs": dict(kind="gaussian", n=4, d=3, rng=rng()),
     "data.second_moment": dict(factor=V, shift=np.array([1.0, 0.0, 2.0])),
+    "data.random_second_moment": dict(d=3, rng=rng()),
     "data.haar_orthogonal": dict(n=3, rng=rng()),
     "data.matrix_with_spectrum": dict(spectrum=np.array([2.0, 1.0]), shape=(2, 3), rng=rng()),
     "data.population_form": dict(X=X2, Y=Y1),
@@ -494,6 +495,7 @@ EXAMPLES.update({
     "optimize.FirstOrderCertificate.require_minimum": dict(self=Fresh(certificate)),
     "optimize.certify": dict(fun=square, x=np.array([0.0, 0.0])),
     "optimize.lbfgs": dict(fun=square, x0=np.array([1.0, 2.0]), gtol=1e-8, max_iter=100),
+    "optimize.bisect": dict(f=lambda z: z - 0.3, low=0.0, high=1.0, bracket=1e-6),
     "optimize.newton_polish": dict(fun=square, x=np.array([1.0, 2.0]), steps=2),
     "optimize.minimize": dict(fun=square, x0=np.array([1.0, 2.0]), gtol=1e-8, max_iter=100, newton_steps=2),
     # plotting
@@ -522,6 +524,7 @@ EXAMPLES.update({
     "render.claims_table": dict(records=[RECORD]),
     # rounding
     "rounding.roundoff_tolerance": dict(operations=100),
+    "rounding.dropout_step_rounding": dict(width=16, dim=4, radius=2.0, distance=0.5, scale=1.0),
     "rounding.hessian_cutoff": dict(H=SYM),
     "rounding.deep_regularizer_operations": dict(sizes=[3, 2, 2]),
     "rounding.certified_linear_value": dict(certificate=Fresh(certificate), M=M, S=S, value=1.0),

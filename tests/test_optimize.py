@@ -173,3 +173,11 @@ def test_flat_objective_rejects_bad_mask_or_S(kwargs, match):
     M = np.ones((3, 3)) if kwargs.get("tied") else np.ones((3, 4))
     with pytest.raises(ValueError, match=match):
         linear.flat_objective(M, 6, 1.0, **kwargs)
+
+
+def test_bisection_ends_within_half_its_bracket_of_the_root_and_refuses_a_bracket_without_a_sign_change():
+    from dropnb.optimize import bisect
+
+    assert abs(bisect(lambda z: z**3 - 2.0, 0.0, 2.0, 2.0**-30) - 2.0 ** (1 / 3)) <= 2.0**-31
+    with pytest.raises(ValueError, match="^low < high must bracket a sign change of f"):
+        bisect(lambda z: z**2 + 1.0, -1.0, 1.0, 1e-6)
