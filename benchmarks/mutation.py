@@ -60,6 +60,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from dropnb.notebooks import chapters_with_claims  # noqa: E402
+from dropnb.regression import differences, read_golden  # noqa: E402
 
 PACKAGE = ROOT / "dropnb"
 BUILD = ROOT / "_build" / "mutation"
@@ -397,22 +398,27 @@ def moved(baseline: list[dict], records: list[dict]) -> list[dict]:
     return out
 
 
-def classify(outcome: dict, baseline: list[dict]) -> dict:
+def classify(outcome: dict, baseline: list[dict], page: str) -> dict:
+    """caught (a claim failed), crashed (another exception), golden (every claim held, the comparison with
+    the page's golden failed), survived (a record moved, the golden did not notice) or equivalent."""
     failed = [r["id"] for r in outcome["records"] if not r["passed"]]
     changes = moved(baseline, outcome["records"])
+    golden = differences(read_golden(page), outcome["records"]) if changes else []
     if failed:
         verdict = "caught"
     elif outcome["returncode"] != 0:
         verdict = "crashed"
+    elif golden:
+        verdict = "golden"
     elif changes:
         verdict = "survived"
     else:
         verdict = "equivalent"
     return {"verdict": verdict, "failed_claim": failed[0] if failed else None, "moved": changes,
-            "error": outcome["error"], "seconds": round(outcome["seconds"], 1)}
+            "golden": golden[:3], "error": outcome["error"], "seconds": round(outcome["seconds"], 1)}
 
 
-VERDICTS = ("caught", "crashed", "survived", "equivalent")
+VERDICTS = ("caught", "crashed", "golden", "survived", "equivalent")
 
 
 def cached_outcomes(traced: dict, mutants: list[Mutant]) -> dict[str, dict]:
@@ -464,7 +470,7 @@ def run_mutants(mutants: list[Mutant], traced: dict, parallel: int, every_page: 
                     package = mutated_package(mutant, Path(scratch))
                     outcome = run_page(page, package, Path(scratch) / "run", timeout=3 * base["seconds"] + 60)
                 row = {"trace": traced["key"], "mutant": mutant.key, "page": page,
-                       **classify(outcome, base["records"])}
+                       **classify(outcome, base["records"], page)}
                 with lock:
                     done[(mutant.key, page)] = row
                     with cache.open("a") as handle:
@@ -522,24 +528,34 @@ def tally(mutants: list[Mutant], outcomes: dict, traced: dict, pages: list[str])
     return per_page, {c: per_chapter.get(c, Counter()) for c in order}
 
 
+def number_changing(c: Counter) -> int:
+    """Mutants that changed a number: caught by a claim, by the golden, or surviving (a crash changes none)."""
+    return c["caught"] + c["golden"] + c["survived"]
+
+
 def score(c: Counter) -> str:
-    n = c["caught"] + c["crashed"] + c["survived"]
+    """The share of number-changing mutants that a claim caught."""
+    n = number_changing(c)
     return f"{c['caught'] / n:.0%}" if n else "–"
 
 
+def surviving(c: Counter) -> str:
+    """The share of number-changing mutants that neither a claim nor the golden noticed."""
+    n = number_changing(c)
+    return f"{c['survived'] / n:.0%}" if n else "–"
+
+
 def table(rows: dict[str, Counter], title: str) -> list[str]:
-    out = [f"| {title} | mutants | caught | crashed | survived | equivalent | score |",
-           "|---|---:|---:|---:|---:|---:|---:|"]
-    total = Counter()
+    out = [f"| {title} | mutants | caught | golden | crashed | survived | equivalent | by a claim | surviving |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, c in rows.items():
-        total += c
-        out.append(f"| {name} | {sum(c.values())} | {c['caught']} | {c['crashed']} | {c['survived']} | "
-                   f"{c['equivalent']} | {score(c)} |")
+        out.append(f"| {name} | {sum(c.values())} | {c['caught']} | {c['golden']} | {c['crashed']} | "
+                   f"{c['survived']} | {c['equivalent']} | {score(c)} | {surviving(c)} |")
     return out
 
 
 def figure(per_chapter: dict[str, Counter], path: Path) -> None:
-    """Stacked horizontal bars: caught, crashed and survived mutants per chapter, the score at the end."""
+    """Stacked horizontal bars: caught, golden, crashed and survived mutants per chapter, the score at the end."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -552,20 +568,21 @@ def figure(per_chapter: dict[str, Counter], path: Path) -> None:
     names = list(per_chapter)
     fig, ax = plt.subplots(figsize=(6.4, 0.42 * len(names) + 1.5), layout="constrained")
     left = [0] * len(names)
-    colours = {"caught": PALETTE["green"], "crashed": PALETTE["orange"], "survived": PALETTE["vermillion"]}
+    colours = {"caught": PALETTE["green"], "golden": PALETTE["blue"], "crashed": PALETTE["orange"],
+               "survived": PALETTE["vermillion"]}
     for verdict, colour in colours.items():
         values = [per_chapter[n][verdict] for n in names]
         ax.barh(names, values, left=left, color=colour, label=verdict)
         left = [a + b for a, b in zip(left, values)]
     for y, (name, end) in enumerate(zip(names, left)):
-        label = f" {score(per_chapter[name])} caught" if end else " no mutant run"
+        label = f" {score(per_chapter[name])} by a claim" if end else " no mutant run"
         ax.annotate(label, (end, y), va="center", fontsize="small")
     ax.invert_yaxis()
     ax.set_xlim(0, max(left + [1]) * 1.25)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("non-equivalent mutants (each counted once per chapter)")
     ax.grid(axis="y", visible=False)
-    fig.legend(loc="outside upper center", ncols=3)
+    fig.legend(loc="outside upper center", ncols=4)
     fig.savefig(path)
     plt.close(fig)
 
@@ -596,13 +613,16 @@ def report(mutants: list[Mutant], outcomes: dict, traced: dict, pages: list[str]
         *([f"**Partial run**: {len(unfinished)} of the {len(mutants)} mutants have not run yet; they are "
            "left out of every count below.", ""] if unfinished else []),
         "A mutant changes one node of `dropnb`'s numeric code; it runs every page that executes that line. "
-        "*Caught*: a claim failed. *Crashed*: another exception or a run past its time limit (noticed, but "
-        "not by a claim). *Survived*: every claim held while a record (measured value, target, tolerance) "
-        f"moved by more than {RELATIVE_NOISE:g} relative. *Equivalent*: no record moved; not scored. "
-        "Score = caught / (caught + crashed + survived). A chapter counts each mutant once: caught if one of "
-        "its pages caught it, else crashed, else survived. The pages of a chapter run cheapest first and stop at "
-        "the first that catches the mutant, so a page's row counts the mutants that reached it and were not "
-        "caught first by a cheaper page of its chapter.",
+        "*Caught*: a claim failed. *Golden*: every claim held, and the comparison with the page's golden "
+        "records (`dropnb.regression`, as the test suite runs it) failed. *Crashed*: another exception or a run "
+        "past its time limit (noticed, but not by a claim). *Survived*: every claim held and the golden "
+        "matched while a record (measured value, target, tolerance) moved by more than "
+        f"{RELATIVE_NOISE:g} relative. *Equivalent*: no record moved; not scored. A mutant that crashed changed "
+        "no number; the *number-changing* mutants are the caught, golden and surviving ones. *By a claim* = "
+        "caught / number-changing; *surviving* = survived / number-changing. A chapter counts each mutant "
+        "once: caught if one of its pages caught it, else crashed, else golden, else survived. The pages of a "
+        "chapter run cheapest first and stop at the first that catches the mutant, so a page's row counts the "
+        "mutants that reached it and were not caught first by a cheaper page of its chapter.",
         "",
         f"**Cost.** The trace (every page once at `quick` with a line tracer on `dropnb`) took "
         f"{sum(v['seconds'] for v in traced['pages'].values()):.0f} s; a mutant costs at most the traced time of "
@@ -614,8 +634,9 @@ def report(mutants: list[Mutant], outcomes: dict, traced: dict, pages: list[str]
         "## Per chapter",
         "",
         *table(per_chapter, "chapter"),
-        f"| **book** (each mutant once) | {sum(overall.values())} | {overall['caught']} | {overall['crashed']} | "
-        f"{overall['survived']} | {overall['equivalent']} | {score(overall)} |",
+        f"| **book** (each mutant once) | {sum(overall.values())} | {overall['caught']} | {overall['golden']} | "
+        f"{overall['crashed']} | {overall['survived']} | {overall['equivalent']} | {score(overall)} | "
+        f"{surviving(overall)} |",
         "",
         "## Per page",
         "",
@@ -623,7 +644,8 @@ def report(mutants: list[Mutant], outcomes: dict, traced: dict, pages: list[str]
         "",
         "## Surviving mutants",
         "",
-        "Every claim held, yet a printed number moved: a bug of this kind in `dropnb` would go unnoticed.",
+        "Every claim held and the golden matched, yet a printed number moved: a bug of this kind in `dropnb` "
+        "would go unnoticed.",
         "",
     ]
     survivors = [(m, p, outcomes[f"{m.key}|{p}"]) for m in mutants for p in m.pages
@@ -635,6 +657,11 @@ def report(mutants: list[Mutant], outcomes: dict, traced: dict, pages: list[str]
         lines.append(f"* **{p}**: {m.label} ({m.kind}); moved{only}: {'; '.join(map(format_move, shown[:4]))}{more}")
     if not survivors:
         lines.append("None.")
+    noticed = [(m, p, outcomes[f"{m.key}|{p}"]) for m in mutants for p in m.pages
+               if outcomes.get(f"{m.key}|{p}", {}).get("verdict") == "golden"]
+    lines += ["", "## Caught by the golden", "", "Every claim held; the comparison with the page's golden records "
+              "failed (its first difference shown).", ""]
+    lines += [f"* **{p}**: {m.label} ({m.kind}): {row['golden'][0]}" for m, p, row in noticed] or ["None."]
     crashed = [(m, p, outcomes[f"{m.key}|{p}"]) for m in mutants for p in m.pages
                if outcomes.get(f"{m.key}|{p}", {}).get("verdict") == "crashed"]
     by_exception = Counter(row["error"]["ename"] for _, _, row in crashed)
@@ -678,7 +705,7 @@ def main() -> None:
         page = min(pages, key=lambda p: traced["pages"][p]["seconds"])
         with tempfile.TemporaryDirectory(prefix="mutation-identity-") as scratch:
             outcome = run_page(page, mutated_package(None, Path(scratch)), Path(scratch) / "run")
-        row = classify(outcome, traced["pages"][page]["records"])
+        row = classify(outcome, traced["pages"][page]["records"], page)
         print(f"unmutated copy on {page}: {row['verdict']} ({outcome['seconds']:.0f} s untraced; must be "
               f"equivalent: the traced baseline is reproduced) {row['moved'][:3]}", flush=True)
         mutants = sorted(mutants, key=lambda m: sum(traced["pages"][p]["seconds"] for p in m.pages))[:2]

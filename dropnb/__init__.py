@@ -69,6 +69,7 @@ def setup(page: str, profile: str | None = None, seed: int | None = None,
     use_style()
     show_numpy_scalars_plainly()
     config = Config(profile=resolve_profile(profile), seed=resolve_seed(seed, default_seed), device=default_device())
-    claims = Claims(page, config.profile, device=config.device.type, seed=config.seed, prefix=prefix)
+    claims = Claims(page, config.profile, device=config.device.type, seed=config.seed, prefix=prefix,
+                    restart=True)
     print(config.describe())
     return config, claims

@@ -21,6 +21,7 @@ import json
 import os
 import re
 import time
+import weakref
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -104,6 +105,10 @@ class Record:
         return text
 
 
+# The open Claims of this process, by records file: one page run writes through one object.
+_OPEN: "weakref.WeakValueDictionary[Path, Claims]" = weakref.WeakValueDictionary()
+
+
 class Claims:
     """The claims of one page run.
 
@@ -116,10 +121,16 @@ class Claims:
 
     Creating it empties ``<claims dir>/<page>.jsonl``; each claim or erratum then appends a
     record. ``seconds`` defaults to the time since the previous record (or since creation).
+
+    One page run, one object: while a ``Claims`` for the same file is alive in this process, a
+    second one is refused (ValueError), so that it cannot erase records the first one keeps
+    writing. ``restart=True`` (what :func:`dropnb.setup` passes, so that a notebook's setup cell can
+    run again) starts the page's records afresh and retires the earlier object: recording on it
+    then raises RuntimeError.
     """
 
     def __init__(self, page: str, profile: str, device: str = "cpu", directory: Path | None = None,
-                 seed: int | None = None, prefix: str | None = None):
+                 seed: int | None = None, prefix: str | None = None, restart: bool = False):
         if not isinstance(page, str) or not _ID.match(page):
             raise ValueError(f"page must be a lower-case identifier, got {page!r}")
         prefix = page if prefix is None else prefix
@@ -135,6 +146,16 @@ class Claims:
         self.records: list[Record] = []
         self.path = Path(directory or claims_dir()) / f"{page}.jsonl"
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        key = self.path.resolve()
+        earlier = _OPEN.get(key)
+        if earlier is not None and not earlier._retired:
+            if not checks.flag(restart, "restart"):
+                raise ValueError(f"page {page!r} already has open claims in this process (writing {self.path}); a "
+                                 "second Claims would erase their records: pass restart=True to start the page's "
+                                 "records again")
+            earlier._retired = True
+        self._retired = False
+        _OPEN[key] = self
         self.path.write_text("")
         self._clock = time.perf_counter()
 
@@ -240,6 +261,9 @@ class Claims:
         return elapsed
 
     def _record(self, record: Record) -> Record:
+        if self._retired:
+            raise RuntimeError(f"a newer Claims for page {self.page!r} started its records again: record on that "
+                               "one (the object dropnb.setup returned last)")
         self.records.append(record)
         with self.path.open("a") as handle:
             handle.write(json.dumps(asdict(record), ensure_ascii=False) + "\n")

@@ -13,11 +13,17 @@ its default seed, reduced to the fields below. A new run matches its golden when
   more than its own tolerance is another claim), and the distance of the measured value to its
   target moved by at most the claim's tolerance: a few standard errors for a Monte-Carlo
   estimate, the rounding or solver bound for a computed quantity;
-* a one-sided claim (``at_most``, ``at_least``, ``differs``) keeps its verdict: its measured
-  value is a rounding- or solver-level quantity, a ratio to a bound or a largest z-score, and
-  its target is often itself a computed rounding bound. What must not change is that the value
-  stays on the right side of its bound, not its digits; the constants of the bound are in the
-  basis.
+* a one-sided claim (``at_most``, ``at_least``, ``differs``) keeps its verdict, and its measured
+  value stays within the band of :func:`one_sided_band` of the golden's: one unit for a
+  standardized statistic (a z-score or t statistic against its critical value, a count in a sign
+  test, a ratio to its own rounding or solver unit), the claim's tolerance where it has one (a
+  few standard errors, a rounding bound). A value that is itself at the level of rounding,
+  compared with a computed bound (tolerance 0), keeps only its verdict: another BLAS may change
+  all of its digits;
+* a Monte-Carlo tolerance (its basis names standard errors) stays within a factor of two of the
+  golden's: at the same seed an estimated standard error changes by rounding only, and a wrong
+  one moves by orders of magnitude. A rounding tolerance is left free: it scales with the norm of
+  a solver's end point, which another code path may move along a set of equal minima.
 
 These bands hold on any machine with the same pinned libraries: only rounding differs between
 numeric code paths (BLAS kernels, SIMD loops, thread counts), and every claim's tolerance
@@ -33,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Iterable
@@ -45,6 +52,13 @@ GOLDENS = book_root(Path(__file__).parent) / "tests" / "golden"
 FIELDS = ("id", "kind", "profile", "seed", "comparison", "passed", "basis", "measured", "target", "tolerance",
           "printed_target")
 EXACT_FIELDS = ("kind", "profile", "seed", "comparison", "passed", "basis")
+# A basis that names a standardized statistic: its measured value is in units of its standard deviation.
+STATISTIC = re.compile(r"z-score|t test|critical value|sign test", re.IGNORECASE)
+# A basis whose measured value is a ratio to its own rounding or solver unit (target ±1, tolerance 0).
+UNIT_RATIO = re.compile(r"rounding|the unit is", re.IGNORECASE)
+# A basis that names standard errors: its tolerance is a Monte-Carlo estimate, fixed by the seed.
+STANDARD_ERRORS = re.compile(r"standard error", re.IGNORECASE)
+TOLERANCE_FACTOR = 2.0
 
 
 def golden_record(record: dict) -> dict:
@@ -79,12 +93,37 @@ def _within(value: float | None, golden: float | None, band: float) -> bool:
     return abs(value - golden) <= band
 
 
+def one_sided_band(golden: dict) -> float | None:
+    """How far the measured value of a one-sided ``golden`` record may move; None: the verdict alone.
+
+    1 for a standardized statistic (its basis names z-scores, a t or sign test or a critical value)
+    and for a ratio to its own rounding or solver unit (target ±1, tolerance 0, a rounding basis);
+    else the tolerance when positive; else None (a value at rounding level against a computed bound).
+    """
+    if STATISTIC.search(golden["basis"]):
+        return 1.0
+    if golden["tolerance"] > 0:
+        return golden["tolerance"]
+    if abs(golden["target"]) == 1 and UNIT_RATIO.search(golden["basis"]):
+        return 1.0
+    return None
+
+
 def record_differences(golden: dict, record: dict) -> list[str]:
     """How ``record`` departs from ``golden`` (same id) beyond the bands above; empty if it does not."""
     rid, band = golden["id"], golden["tolerance"]
     problems = [f"{rid}: {name} {record.get(name)!r}, golden {golden[name]!r}"
                 for name in EXACT_FIELDS if record.get(name) != golden[name]]
+    tolerance = record.get("tolerance")
+    if STANDARD_ERRORS.search(golden["basis"]) and tolerance is not None \
+            and not band / TOLERANCE_FACTOR <= tolerance <= band * TOLERANCE_FACTOR:
+        problems.append(f"{rid}: tolerance {tolerance:.6g} is not within a factor {TOLERANCE_FACTOR:g} of the "
+                        f"golden's {band:.6g}")
     if golden["comparison"] != "close":
+        one_sided = one_sided_band(golden)
+        if one_sided is not None and not _within(record.get("measured"), golden["measured"], one_sided):
+            problems.append(f"{rid}: measured {record.get('measured')!r} moved by more than {one_sided:.3g} "
+                            f"from the golden's {golden['measured']!r}")
         return problems
     for name in ("target", "printed_target"):
         if not _within(record.get(name), golden.get(name), band):

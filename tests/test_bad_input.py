@@ -504,6 +504,7 @@ EXAMPLES.update({
     "regression.golden_record": dict(record=RECORD),
     "regression.write_golden": dict(chapter="page", records=[RECORD], folder=TMP),
     "regression.read_golden": dict(chapter="deep-linear", folder=Path(dropnb.__file__).parents[1] / "tests" / "golden"),
+    "regression.one_sided_band": dict(golden=RECORD),
     "regression.record_differences": dict(golden=RECORD, record=RECORD),
     "regression.differences": dict(golden=[RECORD], records=[RECORD]),
     "regression.compare_folder": dict(records_dir=TMP, chapters=[]),

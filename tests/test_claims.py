@@ -274,6 +274,26 @@ def test_new_claims_empty_the_chapter_file(tmp_path):
     assert (tmp_path / "ch1.jsonl").read_text() == ""
 
 
+def test_a_second_open_claims_for_a_page_is_refused_and_erases_nothing(tmp_path):
+    first = Claims("ch1", "quick", directory=tmp_path)
+    claim(first, id="ch1.a")
+    with pytest.raises(ValueError, match="already has open claims.*restart=True"):
+        Claims("ch1", "quick", directory=tmp_path)
+    claim(first, id="ch1.b")
+    assert [r["id"] for r in load_records(tmp_path)["ch1"]] == ["ch1.a", "ch1.b"]
+
+
+def test_a_restart_retires_the_earlier_claims(tmp_path):
+    """What re-running a notebook's setup cell does: the new object owns the page's records."""
+    first = Claims("ch1", "quick", directory=tmp_path)
+    claim(first, id="ch1.a")
+    second = Claims("ch1", "quick", directory=tmp_path, restart=True)
+    with pytest.raises(RuntimeError, match="newer Claims"):
+        claim(first, id="ch1.b")
+    claim(second, id="ch1.a")
+    assert [r["id"] for r in load_records(tmp_path)["ch1"]] == ["ch1.a"]
+
+
 def test_new_claims_leave_other_chapters_alone(tmp_path):
     claim(Claims("ch1", "quick", directory=tmp_path))
     Claims("ch2", "quick", directory=tmp_path)

@@ -29,7 +29,7 @@ def test_identical_records_match():
     assert differences(golden, copy.deepcopy(golden)) == []
 
 
-def test_a_one_sided_claim_keeps_only_its_verdict():
+def test_a_one_sided_claim_at_rounding_level_keeps_only_its_verdict():
     golden = [record(comparison="at_most", measured=1e-4, target=1.0, tolerance=0.0)]
     assert differences(golden, [record(comparison="at_most", measured=0.9, target=1.0, tolerance=0.0)]) == []
 
@@ -38,6 +38,36 @@ def test_a_computed_bound_of_a_one_sided_claim_may_change_its_digits():
     golden = [record(comparison="at_least", measured=3.0, target=4.8987523314954364e-11, tolerance=0.0)]
     moved = [record(comparison="at_least", measured=3.0, target=4.898752331495432e-11, tolerance=0.0)]
     assert differences(golden, moved) == []
+
+
+@pytest.mark.parametrize("basis, tolerance, target, measured, matches", [
+    ("Bonferroni bound for 4 z-scores at level 1e-06", 0.0, 5.0, 2.9, True),   # a statistic: one unit
+    ("Bonferroni bound for 4 z-scores at level 1e-06", 0.0, 5.0, 3.1, False),
+    ("one-sided t test over 10 independent runs", 0.0, 4.5, 900.0, False),     # orders of magnitude
+    ("rounding bound γ_n‖H‖_F, n = 10p²", 0.25, 0.0, 2.2, True),              # its tolerance
+    ("rounding bound γ_n‖H‖_F, n = 10p²", 0.25, 0.0, 2.3, False),
+    ("estimate: the unit is the certificate g²/(2m)", 0.0, 1.0, 2.9, True),     # a ratio to its unit: one
+    ("estimate: the unit is the certificate g²/(2m)", 0.0, 1.0, 3.1, False),
+    ("exact (a strict sign)", 0.0, 0.0, 1e6, True),                            # rounding level: verdict only
+])
+def test_a_one_sided_value_may_move_by_its_band(basis, tolerance, target, measured, matches):
+    golden = [record(comparison="at_least", basis=basis, tolerance=tolerance, target=target, measured=2.0)]
+    moved = [record(comparison="at_least", basis=basis, tolerance=tolerance, target=target, measured=measured)]
+    assert (differences(golden, moved) == []) is matches
+
+
+@pytest.mark.parametrize("factor, matches", [(1.9, True), (0.6, True), (2.1, False), (0.4, False)])
+def test_a_monte_carlo_tolerance_may_change_by_less_than_a_factor_two(factor, matches):
+    """A wrong standard error moves a tolerance by orders of magnitude, rounding by digits."""
+    basis = "5 standard errors, 1000 samples"
+    assert (differences([record(basis=basis)], [record(basis=basis, tolerance=0.5 * factor)]) == []) is matches
+
+
+def test_a_rounding_tolerance_may_follow_the_solver_end_point():
+    basis = "rounding bound γ_n‖H‖_F, n = 10p²"
+    golden = [record(comparison="at_least", basis=basis, target=0.0, measured=-1e-16, tolerance=1.8e-10)]
+    assert differences(golden, [record(comparison="at_least", basis=basis, target=0.0, measured=-2e-15,
+                                       tolerance=6e-11)]) == []
 
 
 @pytest.mark.parametrize("measured, matches", [(1.49, True), (0.51, True), (1.51, False), (0.49, False)])
