@@ -18,13 +18,17 @@ judge the book (claims, rounding bounds, notebooks, …).
    mutant; a first cell asserts that the kernel imported the copy. Pages run ``--parallel`` at a
    time, under ``nice``.
 3. **Classify** each (mutant, page): *caught* (a claim failed and raised ``ClaimFailed``),
-   *crashed* (another exception, or the page ran past its time limit), *survived* (every claim
-   passed but a record moved: measured value, target, tolerance or printed target), *equivalent*
-   (no record changed; left out of the score). The score of a page is caught / (caught + crashed
-   + survived); a chapter counts each mutant once (caught if one of its pages catches it, …). A
-   mutant runs a chapter's pages cheapest first and stops at the first that catches it
-   (``--every-page`` runs them all); the cheapest mutants run first, so a cut-short run still has
-   whole mutants (``--report`` writes the report from what has run).
+   *crashed* (another exception, or the page ran past its time limit), *golden* (every claim held,
+   and the comparison of the records with the page's golden, :mod:`dropnb.regression`, failed),
+   *survived* (a record moved, measured value, target, tolerance or printed target, and the golden
+   did not notice), *equivalent* (no record changed; left out of the score). A crashed mutant
+   changed no number; of the *number-changing* ones (caught, golden, survived) the report gives the
+   share caught by a claim and the share surviving. A chapter counts each mutant once (caught if
+   one of its pages catches it, …). A mutant runs a chapter's pages cheapest first and stops at the
+   first that catches it (``--every-page`` runs them all); the cheapest mutants run first, so a
+   cut-short run still has whole mutants (``--report`` writes the report from what has run, from
+   the cached trace even if the sources changed since, judging the golden verdicts again with
+   today's :mod:`dropnb.regression`).
 
 The report goes to ``benchmarks/results/mutation.md`` (with ``mutation.png`` and the raw outcomes
 in ``mutation.json``); outcomes are cached in ``_build/mutation/outcomes.jsonl`` so an
@@ -32,7 +36,7 @@ interrupted run resumes. A hand-written list of missing claims, ``benchmarks/res
 mutation-missing.md``, is included in the report when present.
 
 Usage: python benchmarks/mutation.py [--count 100] [--seed 0] [--parallel 2] [--pages PAGE ...]
-                                     [--list] [--dry] [--retrace]
+                                     [--list] [--dry] [--report] [--retrace] [--every-page]
 """
 
 from __future__ import annotations
@@ -322,11 +326,14 @@ def sources_hash() -> str:
     return digest.hexdigest()[:16]
 
 
-def trace(pages: list[str], parallel: int, retrace: bool = False) -> dict:
-    """Per page: the lines of dropnb it runs, its records and its seconds (traced), cached by sources."""
+def trace(pages: list[str], parallel: int, retrace: bool = False, cached_only: bool = False) -> dict:
+    """Per page: the lines of dropnb it runs, its records and its seconds (traced), cached by sources;
+    ``cached_only``: the cached trace as it is (a report of a run on earlier sources)."""
     cache = BUILD / "trace.json"
     key = sources_hash()
     cached = json.loads(cache.read_text()) if cache.is_file() and not retrace else {}
+    if cached_only and cached:
+        return cached
     if cached.get("key") != key:
         cached = {"key": key, "pages": {}}
     todo = [p for p in pages if p not in cached["pages"]]
@@ -419,6 +426,20 @@ def classify(outcome: dict, baseline: list[dict], page: str) -> dict:
 
 
 VERDICTS = ("caught", "crashed", "golden", "survived", "equivalent")
+
+
+def rejudged(row: dict, baseline: list[dict], page: str) -> dict:
+    """``row`` with its golden verdict judged again by today's :mod:`dropnb.regression`: the mutant's records
+    are the baseline with the fields that moved, so a change of the comparison needs no new runs."""
+    if row["verdict"] not in ("golden", "survived"):
+        return row
+    records = {r["id"]: dict(r) for r in baseline}
+    for change in row["moved"]:
+        if "baseline" not in change:
+            return {**row, "verdict": "golden", "golden": [f"{change['id']}: {change['field']}"]}
+        records[change["id"]][change["field"]] = change["mutant"]
+    golden = differences(read_golden(page), list(records.values()))
+    return {**row, "verdict": "golden" if golden else "survived", "golden": golden[:3]}
 
 
 def cached_outcomes(traced: dict, mutants: list[Mutant]) -> dict[str, dict]:
@@ -683,13 +704,13 @@ def main() -> None:
     parser.add_argument("--list", action="store_true", help="print the drawn mutants and the cost; run nothing")
     parser.add_argument("--dry", action="store_true", help="smoke test: run two mutants, write no report")
     parser.add_argument("--report", action="store_true",
-                        help="write the report from the outcomes run so far (cached); run nothing")
+                        help="write the report from the cached trace and the outcomes run so far; run nothing")
     parser.add_argument("--retrace", action="store_true", help="trace the pages again even if cached")
     parser.add_argument("--every-page", action="store_true",
                         help="run every page a mutant reaches, also after another page of its chapter caught it")
     args = parser.parse_args()
     pages = args.pages or chapters_with_claims()
-    traced = trace(pages, args.parallel, args.retrace)
+    traced = trace(pages, args.parallel, args.retrace, cached_only=args.report)
     all_points = mutation_points()
     points = with_pages(all_points, traced, pages)
     mutants = sample(points, args.count, args.seed)
@@ -718,6 +739,8 @@ def main() -> None:
     outcomes = run_mutants([] if args.report else mutants, traced, args.parallel, args.every_page)
     if args.report:
         outcomes = cached_outcomes(traced, mutants)
+    outcomes = {key: rejudged(row, traced["pages"][row["page"]]["records"], row["page"])
+                for key, row in outcomes.items()}
     RESULTS.mkdir(parents=True, exist_ok=True)
     per_page, per_chapter = tally(mutants, outcomes, traced, pages)
     figure(per_chapter, RESULTS / "mutation.png")

@@ -181,7 +181,8 @@ def pgd_attack(W, a, x, y, alpha: float, radius: float, eta, steps, loss: str = 
     (``loss="reflected"``: g = −σ(z) y∇f) or ℓ (``"logistic"``: g = −σ(−z) y∇f), and s = g (``raw``),
     g/‖g‖ (``normalized``) or sign(g) (``sign``); Π projects onto the ball of radius ν around x in
     ℓ2 or ℓ∞. Returns δ_τ with τ ∈ argmin_{t ≤ T} y f(δ_t) (the first on ties), T = ``steps`` (a
-    number, or one per run, up to which that run searches); η is a number or one per run."""
+    number, or one per run, up to which that run searches); η is a number or one per run. a, x and y
+    are moved to W's device and dtype."""
     W = checks.tensor(W, "W", ndim=3)
     runs, width, dim = W.shape
     a, x, y = checks.tensor(a, "a"), checks.tensor(x, "x", ndim=3), checks.tensor(y, "y")
@@ -276,7 +277,8 @@ def adversarial_training(sample, W1, a, alpha: float, radius: float, eta: float,
     runs, width, dim = W1.shape
     a = checks.tensor(a, "a")
     if tuple(a.shape) != (runs, width) or not bool((a != 0).all()):
-        raise ValueError(f"a must be non-zero, of shape ({runs}, {width}), got {checks._shown(a)}")
+        raise ValueError(f"a must be non-zero, of shape ({runs}, {width}) (the runs and rows of W1), "
+                         f"got {checks._shown(a)}")
     alpha, steps = _leak(alpha), checks.integer(steps, "steps")
     generator = checks.torch_generator(generator)
     device = generator.device
@@ -575,7 +577,7 @@ CONV_STRIDE = 2  # stride of the convolutional first layer (:func:`conv_init`)
 
 def _classifier_params(params) -> dict[str, torch.Tensor]:
     """Validate the parameters of R two-layer classifiers: W1 (R, m, d) of an MLP or K1 (R, c, s, s) of a
-    convolution, then b1, W2 (R, k, ·) and b2 (R, k)."""
+    convolution, then b1, W2 (R, k, ·) and b2 (R, k), all of one dtype and device."""
     if not isinstance(params, dict) or set(params) not in ({"W1", "b1", "W2", "b2"}, {"K1", "b1", "W2", "b2"}):
         raise ValueError(f"params must be a dict with keys W1 (or K1), b1, W2, b2, got {checks._shown(params)}")
     first = "W1" if "W1" in params else "K1"
@@ -590,6 +592,8 @@ def _classifier_params(params) -> dict[str, torch.Tensor]:
     for name, want in {"b1": (runs, width), "W2": (runs, out, hidden), "b2": (runs, out)}.items():
         if tuple(params[name].shape) != want:
             raise ValueError(f"params[{name!r}] must have shape {want}, got {tuple(params[name].shape)}")
+    checks.same_dtype({f"params[{name!r}]": params[name] if name != first else W1
+                       for name in (first, "b1", "W2", "b2")})
     return {first: W1, "b1": params["b1"], "W2": W2, "b2": params["b2"]}
 
 
@@ -703,7 +707,7 @@ def classifier_attack(params, x, y, alpha: float, radius: float, step: float, st
     reflected ln p_j, j the most likely wrong class at δ_t (``cross-entropy``/``greedy``, y the class).
     FGSM is one sign step of size ν, BIM sign steps. With ``restarts`` r > 0 the attack also runs from r
     uniform random starts in the ℓ∞ ball (``generator``) and keeps, per point, the end point of largest
-    cross-entropy or ℓ."""
+    cross-entropy or ℓ. x and y are moved to the parameters' device and dtype."""
     p = _classifier_params(params)
     x = checks.tensor(x, "x", ndim=3)
     runs, dim = p["b1"].shape[0], _inputs(p)
@@ -785,7 +789,8 @@ def classifier_train(params, X, y, alpha: float, lr: float, epochs: int, batch: 
     with its own shuffles of the shared data X (n, d), y (n,): W ← W − η_e ∇_W (1/B) Σ_i ℓ_train(f(δ_i)), with ℓ_train the logistic loss ℓ(yf) (one output)
     or the cross-entropy (several), η_e = lr·lr_decay^{⌊e/lr_every⌋} in epoch e, and δ_i = x_i, or with
     ``attack`` (keyword arguments of :func:`classifier_attack`) its attack on x_i at the current weights
-    (adversarial training). Returns the trained parameters."""
+    (adversarial training). X and y are moved to the parameters' device and dtype. Returns the trained
+    parameters."""
     p = {k: v.detach().clone() for k, v in _classifier_params(params).items()}
     runs, dim = p["b1"].shape[0], _inputs(p)
     X = checks.tensor(X, "X")

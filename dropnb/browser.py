@@ -247,15 +247,21 @@ def screenshot(driver, path: Path) -> None:
 
 
 def print_pdf(driver, url: str, path: Path) -> Path:
-    """Print ``url`` (A4, backgrounds, the page's print stylesheet) to the PDF file ``path``."""
+    """Print ``url`` (A4, backgrounds, the page's print stylesheet) to the PDF file ``path`` (a renderer
+    timeout is retried once)."""
     from selenium.webdriver.common.print_page_options import PrintOptions
 
     options = PrintOptions()
     options.page_width, options.page_height = 21.0, 29.7
     options.margin_top = options.margin_bottom = options.margin_left = options.margin_right = 1.5
     options.background = True
+    from selenium.common.exceptions import TimeoutException
+
     load(driver, url)
-    data = driver.print_page(options)
+    try:
+        data = driver.print_page(options)
+    except TimeoutException:  # a renderer slowed by other work on the machine: once more, then raise
+        data = driver.print_page(options)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(base64.b64decode(data))
     return path

@@ -8,9 +8,10 @@ object arrays are never real arrays; arrays must be finite and have entries (unl
 numpy arrays, lists and torch tensors are all accepted where a function takes an array
 (:func:`matrix` gives numpy, :func:`tensor` keeps torch). Beside numbers and arrays there are
 validators for random generators, choices among strings, flags, texts, functions, instances and
-batch shapes. Model-specific checks of shapes (``linear.check_network``, ``deep.check_layers``, …)
-stay in their modules and are built on these. A public function validates at entry, once; a
-training loop calls unvalidated cores (``_batched_objective`` and the like) at every step.
+batch shapes, and for torch arguments that must agree in batch size, dtype and device
+(:func:`same_batch`, :func:`same_dtype`). Model-specific checks of shapes (``linear.check_network``,
+``deep.check_layers``, …) stay in their modules and are built on these. A public function validates at
+entry, once; a training loop calls unvalidated cores (``_batched_objective`` and the like) at every step.
 
 :mod:`dropnb.threads` repeats the integer check without numpy: it must run before numpy loads.
 """
@@ -241,6 +242,38 @@ def tensor_weights(value, name: str):
     if not bool((array.detach() >= 0).all()):
         raise ValueError(f"{name} must be non-negative, got {_shown(value)}")
     return array
+
+
+def same_batch(tensors: dict, dims: int = 1) -> tuple[int, ...]:
+    """The leading ``dims`` batch sizes shared by the named ``tensors`` (None entries are skipped);
+    raises ``ValueError("<name> must have the batch size <R> of <first>, got shape …")`` when one
+    differs. Shapes only: no data is read (no synchronization on a GPU)."""
+    named = [(name, value) for name, value in tensors.items() if value is not None]
+    if not named:
+        return ()
+    first, reference = named[0]
+    batch = tuple(reference.shape[:dims])
+    for name, value in named[1:]:
+        if tuple(value.shape[:dims]) != batch:
+            raise ValueError(f"{name} must have the batch size {batch if dims > 1 else batch[0]} of {first}, "
+                             f"got shape {tuple(value.shape)}")
+    return batch
+
+
+def same_dtype(tensors: dict):
+    """The dtype shared by the named torch ``tensors`` (None entries are skipped), which must also
+    share a device; raises ``ValueError("<name> must have the dtype <dtype> of <first>, got …")`` (or
+    the device) when one differs. Dtypes and devices only: no data is read."""
+    named = [(name, value) for name, value in tensors.items() if value is not None]
+    if not named:
+        return None
+    first, reference = named[0]
+    for name, value in named[1:]:
+        if value.dtype != reference.dtype:
+            raise ValueError(f"{name} must have the dtype {reference.dtype} of {first}, got {value.dtype}")
+        if value.device != reference.device:
+            raise ValueError(f"{name} must be on the device {reference.device} of {first}, got {value.device}")
+    return reference.dtype
 
 
 def float_dtype(value, device):

@@ -92,7 +92,7 @@ def effective_rate(hidden_widths, lam: float) -> float:
 def check_batched_layers(layers, S=None, name: str = "layers") -> tuple[list[torch.Tensor], torch.Tensor | None]:
     """Validate torch layers W₁, …, W_{k+1} (each (…, dᵢ, dᵢ₋₁), finite, real; numpy arrays become
     float64 tensors; at least two, chaining) and S (…, d₀, d₀) or None; return them as tensors
-    (floating tensors unchanged, autograd graphs kept). One check per call: the batched functions
+    (floating tensors unchanged, autograd graphs kept; all of one dtype and device). One check per call: the batched functions
     below validate through it at entry; training loops call their unvalidated cores."""
     if not isinstance(layers, (list, tuple)) or len(layers) < 2:
         got = f"{len(layers)} of them" if isinstance(layers, (list, tuple)) else f"a {type(layers).__name__}"
@@ -107,6 +107,7 @@ def check_batched_layers(layers, S=None, name: str = "layers") -> tuple[list[tor
         S = checks.tensor(S, "S", batched=True)
         if S.shape[-2:] != (d0, d0):
             raise ValueError(f"S must be {d0}×{d0} to match {name}[0], got shape {tuple(S.shape)}")
+    checks.same_dtype({**{f"{name}[{i}]": W for i, W in enumerate(layers)}, "S": S})
     return layers, S
 
 
@@ -166,6 +167,7 @@ def batched_objective(M: torch.Tensor, layers: list[torch.Tensor], lam: torch.Te
     if M.shape[-2:] != (layers[-1].shape[-2], layers[0].shape[-1]):
         raise ValueError(f"M must be {layers[-1].shape[-2]}×{layers[0].shape[-1]} to match the layers, "
                          f"got shape {tuple(M.shape)}")
+    checks.same_dtype({"layers[0]": layers[0], "M": M})
     return _batched_objective(M, layers, checks.tensor_weights(lam, "lam"), S)
 
 

@@ -99,12 +99,16 @@ def features(weights: list[torch.Tensor], X: torch.Tensor) -> torch.Tensor:
 
 
 def _check_network(weights, X):
-    """Validate [W₁, b₁, …, W_L, b_L, U] (tensors (R, ·, ·), chaining) and X (d, N) (tensors)."""
+    """Validate [W₁, b₁, …, W_L, b_L, U] (tensors (R, ·, ·), chaining, one R) and X (d, N) (tensors of
+    one dtype and device)."""
     if not isinstance(weights, (list, tuple)) or len(weights) < 3 or len(weights) % 2 == 0:
         got = f"{len(weights)} of them" if isinstance(weights, (list, tuple)) else f"a {type(weights).__name__}"
         raise ValueError(f"weights must be a list [W1, b1, …, WL, bL, U] of tensors (as from init_weights), got {got}")
     weights = [checks.tensor(W, f"weights[{i}]", ndim=3) for i, W in enumerate(weights)]
     X = checks.tensor(X, "X")
+    named = {f"weights[{i}]": W for i, W in enumerate(weights)}
+    checks.same_batch(named)
+    checks.same_dtype({**named, "X": X})
     width = X.shape[0]
     for index in range(0, len(weights) - 1, 2):
         W, b = weights[index], weights[index + 1]
@@ -138,6 +142,7 @@ def deterministic_objective(weights: list[torch.Tensor], X: torch.Tensor, Y: tor
         raise ValueError(f"Y must be (…, {c}, {N}) to match the head weights[-1] and X, got {tuple(Y.shape)}")
     if cbar.shape[-2:] != (r, r):
         raise ValueError(f"cbar must be (…, {r}, {r}) to match the features, got {tuple(cbar.shape)}")
+    checks.same_dtype({"X": X, "Y": Y, "cbar": cbar})
     return _deterministic_objective(weights, X, Y, cbar)
 
 

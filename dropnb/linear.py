@@ -186,7 +186,8 @@ def batched_objective(M: torch.Tensor, U: torch.Tensor, V: torch.Tensor, cbar: t
 
 def check_batched(M, U, V, cbar=None, S=None):
     """Validate the torch arguments of :func:`batched_objective` (numpy arrays become float64
-    tensors): M (…, d₁, d₂), U (…, d₁, r), V (…, d₂, r), C̄ (…, r, r) or None, S (…, d₂, d₂) or None."""
+    tensors): M (…, d₁, d₂), U (…, d₁, r), V (…, d₂, r), C̄ (…, r, r) or None, S (…, d₂, d₂) or None,
+    all of one dtype and device."""
     M, U, V = (checks.tensor(a, name, batched=True) for a, name in ((M, "M"), (U, "U"), (V, "V")))
     (d1, d2), r = M.shape[-2:], U.shape[-1]
     if U.shape[-2] != d1 or V.shape[-2:] != (d2, r):
@@ -200,6 +201,7 @@ def check_batched(M, U, V, cbar=None, S=None):
         S = checks.tensor(S, "S", batched=True)
         if S.shape[-2:] != (d2, d2):
             raise ValueError(f"S must be (…, {d2}, {d2}) to match M, got {tuple(S.shape)}")
+    checks.same_dtype(dict(M=M, U=U, V=V, cbar=cbar, S=S))
     return M, U, V, cbar, S
 
 

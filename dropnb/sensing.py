@@ -241,6 +241,7 @@ def _batched_factors(U, V, names=("U", "V")) -> tuple[torch.Tensor, torch.Tensor
     if U.shape[0] != V.shape[0] or U.shape[2] != V.shape[2]:
         raise ValueError(f"{names[0]} and {names[1]} must be (k, d₁, r) and (k, d₂, r) with the same k and r, "
                          f"got {tuple(U.shape)} and {tuple(V.shape)}")
+    checks.same_dtype({names[0]: U, names[1]: V})
     return U, V
 
 

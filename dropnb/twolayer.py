@@ -356,7 +356,7 @@ def dropout_sgd(
     runs, width, dim = W1.shape
     a = checks.tensor(a, "a", ndim=2)
     if tuple(a.shape) != (runs, width) or not bool((a.abs() == 1).all()):
-        raise ValueError(f"a must be ±1 of shape ({runs}, {width}), got {checks._shown(a)}")
+        raise ValueError(f"a must be ±1 of shape ({runs}, {width}) (the runs and rows of W1), got {checks._shown(a)}")
     retain = checks.per_run(retain, "retain", runs, checks.probability)
     eta = checks.number(eta, "eta", minimum=0.0, maximum=LN2, open_minimum=True)
     radius = checks.positive(radius, "radius")

@@ -5,7 +5,10 @@ has a valid example call in ``EXAMPLES``; the examples must succeed. Each argume
 is then replaced, one at a time, by bad values of its kind (``MUTATIONS``: NaN, ±inf, complex,
 string, bool for a count, 0-d, empty and mis-shaped arrays, None for a generator, a negative
 size, a probability outside (0, 1]) and the call must raise ValueError or TypeError whose message
-names the argument. A bad value that the function legitimately accepts is listed in ``ACCEPTED``
+names the argument. Where an example has two or more torch tensors, they must also agree
+(``mismatched_calls``): one of them cast to float32 while the others are float64, or given one more
+run along the batch dimension they share, must be refused naming it, never end in a torch
+RuntimeError deep inside. A bad value that the function legitimately accepts is listed in ``ACCEPTED``
 with the reason; a listed value that is refused fails the test too, so the list stays true. A new
 public function without an example fails :func:`test_every_public_function_has_an_example`.
 """
@@ -179,6 +182,8 @@ EXAMPLES = {
     "checks.vector": dict(value=SPECTRUM, name="s"),
     "checks.tensor": dict(value=TORCH_M, name="M"),
     "checks.tensor_weights": dict(value=0.5, name="lam"),
+    "checks.same_batch": dict(tensors=dict(U=TORCH_U, M=TORCH_M)),
+    "checks.same_dtype": dict(tensors=dict(U=TORCH_U, M=TORCH_M)),
     "checks.generator": dict(value=rng(), name="rng"),
     "checks.torch_generator": dict(value=tgen(), name="generator"),
     "checks.choice": dict(value="a", name="kind", options=("a", "b")),
@@ -854,6 +859,7 @@ ACCEPTED[("checks.weights", "value", "zero_d")] = "a 0-d array is one number, th
 ACCEPTED[("checks.per_run", "value", "zero_d")] = "a 0-d array is one number, the same for every run"
 ACCEPTED[("adversarial.pgd_attack", "steps", "zero_d")] = "a 0-d array is one number, the same for every run"
 ACCEPTED[("checks.error", "value", "*")] = "error formats any value into the message"
+ACCEPTED[("checks.same_batch", "tensors", "float32")] = "batch sizes only (dtypes are checks.same_dtype's)"
 ACCEPTED[("checks.environment_integer", "default", "*")] = "the caller's default, returned as given"
 ACCEPTED[("checks.real_array", "value", "nan")] = "real_array checks the type only; matrix checks finiteness"
 ACCEPTED[("checks.real_array", "value", "inf")] = "real_array checks the type only; matrix checks finiteness"
@@ -870,6 +876,14 @@ ACCEPTED[("twolayer.dropout_sgd", "competitor_scale", "zero_d")] = "a 0-d array 
 for _entry in ("adversarial.leaky_relu", "adversarial.reflected_logistic"):
     for _mutation in ("zero_d", "empty", "wider", "other_ndim"):
         ACCEPTED[(_entry, "z", _mutation)] = "elementwise: an array of any shape, a single number or none"
+# Tensors of another dtype that a function converts, as documented, to the dtype it computes in.
+for _entry, _name in [("adversarial.pgd_attack", "W"), ("adversarial.pgd_attack", "x"),
+                      ("adversarial.classifier_logits", "x"), ("adversarial.classifier_attack", "x"),
+                      ("adversarial.classifier_train", "X")]:
+    ACCEPTED[(_entry, _name, "float32")] = "moved to the dtype of the weights (W, or the parameters)"
+for _entry, _name in [("adversarial.adversarial_training", "W1"), ("twolayer.dropout_sgd", "W1"),
+                      ("twolayer.dropout_sgd", "margin_map")]:
+    ACCEPTED[(_entry, _name, "float32")] = "converted to the function's dtype argument (float64 on a CPU)"
 
 
 
@@ -920,6 +934,59 @@ def mutated_calls(entry: str):
             yield name, mutation, {**EXAMPLES[entry], name: bad}
 
 
+MISMATCHES = ("float32", "batch")  # cross-argument mutations (mismatched_calls)
+
+
+def _tensor_slots(kwargs: dict) -> list[tuple[str, object, torch.Tensor]]:
+    """(argument, key or None, tensor) for each torch tensor with dimensions among the arguments: a
+    tensor, or an entry of a list or dict of tensors (layers, classifier parameters)."""
+    slots = []
+    for name, value in kwargs.items():
+        value = value.make() if isinstance(value, Fresh) else value
+        if name == "self":
+            continue
+        if isinstance(value, torch.Tensor) and value.ndim:
+            slots.append((name, None, value))
+        elif isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor) for v in value):
+            slots += [(name, index, v) for index, v in enumerate(value)]
+        elif isinstance(value, dict) and value and all(isinstance(v, torch.Tensor) for v in value.values()):
+            slots += [(name, key, v) for key, v in value.items()]
+    return slots
+
+
+def _replaced(kwargs: dict, name: str, key, new: torch.Tensor) -> dict:
+    """The example with argument ``name`` (or its entry ``key``) replaced by ``new``."""
+    if key is None:
+        return {**kwargs, name: new}
+    value = kwargs[name]
+    make = value.make if isinstance(value, Fresh) else (lambda: value)
+
+    def changed():
+        made = make()
+        if isinstance(made, dict):
+            return {**made, key: new}
+        return [new if index == key else v for index, v in enumerate(made)]
+    return {**kwargs, name: Fresh(changed)}
+
+
+def mismatched_calls(entry: str):
+    """(argument, mutation, the example changed) for examples with two or more tensors: each float64
+    tensor cast to float32 (``float32``), and each tensor in the batch of R runs that the examples'
+    batched tensors (three or more dimensions) share given one run more (``batch``)."""
+    kwargs = EXAMPLES[entry]
+    slots = _tensor_slots(kwargs)
+    if len(slots) < 2:
+        return
+    leading = [value.shape[0] for _, _, value in slots if value.ndim >= 3]
+    runs = max(set(leading), key=leading.count) if leading else None
+    in_batch = [value for _, _, value in slots if value.shape[0] == runs]
+    for name, key, value in slots:
+        if value.dtype == torch.float64:
+            yield name, "float32", _replaced(kwargs, name, key, value.to(torch.float32))
+        if len(in_batch) >= 2 and any(value is other for other in in_batch):
+            yield name, "batch", _replaced(kwargs, name, key, torch.cat([value, value[:1]]))
+
+
 def accepted_reason(entry: str, name: str, mutation: str) -> str | None:
     return (ACCEPTED.get((entry, name, mutation)) or ACCEPTED.get(("*", name, mutation))
             or ACCEPTED.get((entry, name, "*")))
@@ -930,6 +997,9 @@ def label(entry: str, name: str, kwargs: dict) -> str:
     it was given for its value."""
     if entry.startswith("checks.") and name == "value":
         return kwargs.get("name", "value")
+    if entry.startswith("checks.same_") and name == "tensors":  # the first tensor, the one compared with
+        tensors = kwargs[name].make() if isinstance(kwargs[name], Fresh) else kwargs[name]
+        return next(iter(tensors))
     return name
 
 
@@ -937,10 +1007,10 @@ def names_argument(message: str, name: str) -> bool:
     return re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", message) is not None
 
 
-def check_bad_input(entry: str) -> list[str]:
+def check_bad_input(entry: str, calls=mutated_calls) -> list[str]:
     """The problems of one function with bad input (empty: every bad value refused or listed)."""
     problems = []
-    for name, mutation, kwargs in mutated_calls(entry):
+    for name, mutation, kwargs in calls(entry):
         reason = accepted_reason(entry, name, mutation)
         try:
             call(entry, kwargs)
@@ -969,7 +1039,7 @@ def test_every_public_function_has_an_example():
 
 
 def test_accepted_entries_name_real_mutations():
-    kinds = {mutation for table in MUTATIONS.values() for mutation in table}
+    kinds = {mutation for table in MUTATIONS.values() for mutation in table} | set(MISMATCHES)
     for (entry, name, mutation), reason in ACCEPTED.items():
         assert entry == "*" or name in EXAMPLES[entry], (entry, name)
         assert (mutation in kinds or mutation == "*") and reason
@@ -983,4 +1053,20 @@ def test_the_example_is_valid(entry):
 @pytest.mark.parametrize("entry", ENTRIES)
 def test_bad_input_is_refused_with_the_argument_named(entry):
     problems = check_bad_input(entry)
+    assert not problems, f"{entry}:\n" + "\n".join(problems)
+
+
+MISMATCHED = [entry for entry in ENTRIES if any(True for _ in mismatched_calls(entry))]
+
+
+def test_mismatched_tensors_are_generated():
+    """The batched torch functions are among those whose tensors are made to disagree."""
+    assert {"deep.batched_objective", "linear.batched_objective", "dropconnect.batched_objective",
+            "features.features", "sensing.completion_gradient", "adversarial.classifier_logits",
+            "adversarial.pgd_attack", "twolayer.dropout_sgd"} <= set(MISMATCHED)
+
+
+@pytest.mark.parametrize("entry", MISMATCHED)
+def test_mismatched_batch_or_dtype_is_refused_with_the_argument_named(entry):
+    problems = check_bad_input(entry, mismatched_calls)
     assert not problems, f"{entry}:\n" + "\n".join(problems)

@@ -98,3 +98,37 @@ def test_the_whole_book_prints_to_pdf(site, tmp_path):
     assert len(reader.pages) > 100
     text = "".join(reader.pages[k].extract_text() for k in range(len(reader.pages)))
     assert "Claim." in text and "measured" in text and "Erratum." in text
+
+
+class SlowRenderer:
+    """A driver whose page loads at once and whose first ``timeouts`` prints time out."""
+
+    def __init__(self, timeouts: int):
+        self.timeouts, self.prints = timeouts, 0
+
+    def set_script_timeout(self, seconds):
+        pass
+
+    def get(self, url):
+        pass
+
+    def execute_async_script(self, script):
+        pass
+
+    def print_page(self, options):
+        from selenium.common.exceptions import TimeoutException
+
+        self.prints += 1
+        if self.prints <= self.timeouts:
+            raise TimeoutException("timed out receiving message from renderer")
+        return "JVBERi0="  # base64 of "%PDF-"
+
+
+def test_a_renderer_timeout_while_printing_is_retried_once(tmp_path):
+    driver = SlowRenderer(timeouts=1)
+    assert browser.print_pdf(driver, "page.html", tmp_path / "page.pdf").read_bytes() == b"%PDF-"
+    assert driver.prints == 2
+    from selenium.common.exceptions import TimeoutException
+
+    with pytest.raises(TimeoutException):
+        browser.print_pdf(SlowRenderer(timeouts=2), "page.html", tmp_path / "again.pdf")

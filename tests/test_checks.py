@@ -262,3 +262,22 @@ def test_per_run_broadcasts_a_number_and_checks_every_value():
     assert checks.whole(3.0, "steps") == 3
     with pytest.raises(ValueError, match="steps"):
         checks.whole(2.5, "steps")
+
+
+def test_same_batch_and_same_dtype_compare_shapes_and_dtypes_only():
+    U, V = torch.zeros(2, 3, 4, dtype=torch.float64), torch.zeros(2, 5, 4, dtype=torch.float64)
+    assert checks.same_batch(dict(U=U, V=V, S=None)) == (2,)
+    assert checks.same_batch(dict(U=U, V=V), dims=0) == ()
+    assert checks.same_batch({}) == () and checks.same_dtype({}) is None
+    assert checks.same_dtype(dict(U=U, V=V, S=None)) == torch.float64
+    with pytest.raises(ValueError, match=r"^V must have the batch size 2 of U, got shape \(3, 5, 4\)$"):
+        checks.same_batch(dict(U=U, V=torch.zeros(3, 5, 4)))
+    with pytest.raises(ValueError, match=r"^V must have the batch size \(2, 3\) of U, got shape \(2, 5, 4\)$"):
+        checks.same_batch(dict(U=U, V=V), dims=2)
+    with pytest.raises(ValueError, match=r"^V must have the dtype torch.float64 of U, got torch.float32$"):
+        checks.same_dtype(dict(U=U, V=V.float()))
+    # No data is read: tensors on the meta device (no storage) are compared as well.
+    meta = torch.empty(2, 3, 4, dtype=torch.float64, device="meta")
+    with pytest.raises(ValueError, match=r"^M must be on the device cpu of U, got meta$"):
+        checks.same_dtype(dict(U=U, M=meta))
+    assert checks.same_batch(dict(M=meta, U=U)) == (2,)

@@ -29,9 +29,10 @@ def test_identical_records_match():
     assert differences(golden, copy.deepcopy(golden)) == []
 
 
-def test_a_one_sided_claim_at_rounding_level_keeps_only_its_verdict():
+def test_a_one_sided_value_at_rounding_level_may_change_all_its_digits():
     golden = [record(comparison="at_most", measured=1e-4, target=1.0, tolerance=0.0)]
-    assert differences(golden, [record(comparison="at_most", measured=0.9, target=1.0, tolerance=0.0)]) == []
+    assert differences(golden, [record(comparison="at_most", measured=3e-1, target=1.0, tolerance=0.0)]) == []
+    assert differences(golden, [record(comparison="at_most", measured=0.9, target=1.0, tolerance=0.0)])
 
 
 def test_a_computed_bound_of_a_one_sided_claim_may_change_its_digits():
@@ -40,20 +41,20 @@ def test_a_computed_bound_of_a_one_sided_claim_may_change_its_digits():
     assert differences(golden, moved) == []
 
 
-@pytest.mark.parametrize("basis, tolerance, target, measured, matches", [
-    ("Bonferroni bound for 4 z-scores at level 1e-06", 0.0, 5.0, 2.9, True),   # a statistic: one unit
-    ("Bonferroni bound for 4 z-scores at level 1e-06", 0.0, 5.0, 3.1, False),
-    ("one-sided t test over 10 independent runs", 0.0, 4.5, 900.0, False),     # orders of magnitude
-    ("rounding bound γ_n‖H‖_F, n = 10p²", 0.25, 0.0, 2.2, True),              # its tolerance
-    ("rounding bound γ_n‖H‖_F, n = 10p²", 0.25, 0.0, 2.3, False),
-    ("estimate: the unit is the certificate g²/(2m)", 0.0, 1.0, 2.9, True),     # a ratio to its unit: one
-    ("estimate: the unit is the certificate g²/(2m)", 0.0, 1.0, 3.1, False),
-    ("exact (a strict sign)", 0.0, 0.0, 1e6, True),                            # rounding level: verdict only
+@pytest.mark.parametrize("basis, tolerance, target, golden, measured, matches", [
+    ("Bonferroni bound for 4 z-scores at level 1e-06", 0.0, 5.0, 2.0, 2.9, True),   # a statistic: one unit
+    ("Bonferroni bound for 4 z-scores at level 1e-06", 0.0, 5.0, 2.0, 3.1, False),
+    ("one-sided t test over 10 independent runs", 0.0, 4.5, 9.0, 900.0, False),     # orders of magnitude
+    ("rounding bound γ_n‖H‖_F, n = 10p²", 0.25, 0.0, 2.0, 2.9, True),              # half its margin
+    ("rounding bound γ_n‖H‖_F, n = 10p²", 0.25, 0.0, 2.0, 0.9, False),
+    ("rounding bound γ_n‖H‖_F, n = 10p²", 0.25, 0.0, 0.1, 0.3, True),              # or its tolerance
+    ("estimate: the unit is the certificate g²/(2m)", 0.0, 1.0, 5e4, 4.2e4, True),  # a margin of many units
+    ("estimate: the unit is the certificate g²/(2m)", 0.0, 1.0, 5e4, 2e4, False),
+    ("exact (a strict sign)", 0.0, 0.0, 2.0, 1e6, False),
 ])
-def test_a_one_sided_value_may_move_by_its_band(basis, tolerance, target, measured, matches):
-    golden = [record(comparison="at_least", basis=basis, tolerance=tolerance, target=target, measured=2.0)]
-    moved = [record(comparison="at_least", basis=basis, tolerance=tolerance, target=target, measured=measured)]
-    assert (differences(golden, moved) == []) is matches
+def test_a_one_sided_value_may_move_by_its_band(basis, tolerance, target, golden, measured, matches):
+    fields = dict(comparison="at_least", basis=basis, tolerance=tolerance, target=target)
+    assert (differences([record(measured=golden, **fields)], [record(measured=measured, **fields)]) == []) is matches
 
 
 @pytest.mark.parametrize("factor, matches", [(1.9, True), (0.6, True), (2.1, False), (0.4, False)])
@@ -146,6 +147,15 @@ def test_a_monte_carlo_estimate_may_move_by_its_tolerance_only(shift, matches):
     estimate = next(r for r in moved if r["id"] == MONTE_CARLO)
     estimate["measured"] += shift * estimate["tolerance"]
     assert (differences(golden, moved) == []) is matches
+
+
+def test_a_statistic_moved_by_orders_of_magnitude_fails_its_golden():
+    """A z-score ten times its golden value still clears its critical value; the golden catches it."""
+    golden = read_golden("bounds-networks")
+    moved = copy.deepcopy(golden)
+    shifted = next(r for r in moved if r["id"] == "bounds.prop6.shifted-misses")
+    shifted["measured"] *= 10
+    assert shifted["measured"] >= shifted["target"] and differences(golden, moved)
 
 
 def test_rounding_level_values_may_change_their_digits():
