@@ -20,11 +20,11 @@ $(READY): requirements.txt requirements-data.txt pyproject.toml
 	touch $@
 
 book: $(READY)  ## build the book into _build/html (profile: DROPNB_PROFILE, default book); pages execute one per core
-	$(BIN)/python -m dropnb.notebooks cache _build
+	$(BIN)/python -m dropnb.book.notebooks cache _build
 	$(BIN)/jupyter-book build -W -n --keep-going .
 
 pdf: book  ## the whole book as one PDF, _build/pdf/dropout-derived.pdf: the built pages printed by Chromium (make browser)
-	$(BIN)/python -m dropnb.browser pdf _build/html _build/pdf/dropout-derived.pdf
+	$(BIN)/python -m dropnb.book.browser pdf _build/html _build/pdf/dropout-derived.pdf
 
 browser:  ## install Debian's chromium and chromium-driver (as root or through sudo): the browser test and the PDF need them
 	$(if $(filter 0,$(shell id -u)),,sudo) apt-get update -q
@@ -37,24 +37,24 @@ unit: $(READY)  ## the unit tests of dropnb alone (no chapter runs)
 	$(BIN)/python -m pytest -m "not chapters"
 
 chapter: $(READY)  ## run one chapter: make chapter NAME=structured PROFILE=book [SEED=3]
-	$(BIN)/python -m dropnb.notebooks run $(NAME) --profile $(PROFILE) $(if $(SEED),--seed $(SEED))
+	$(BIN)/python -m dropnb.book.notebooks run $(NAME) --profile $(PROFILE) $(if $(SEED),--seed $(SEED))
 
 seeds: $(READY)  ## slow: every chapter at PROFILE (default quick) under ten other seeds; every claim must hold
-	$(BIN)/python -m dropnb.notebooks seeds --count 10 --profile $(PROFILE)
+	$(BIN)/python -m dropnb.book.notebooks seeds --count 10 --profile $(PROFILE)
 
 paths: $(READY)  ## slow: every chapter at quick on other numeric code paths, compared with the goldens
-	$(BIN)/python -m dropnb.notebooks paths
+	$(BIN)/python -m dropnb.book.notebooks paths
 
 goldens: $(READY)  ## refresh tests/golden/ from a run of every chapter at quick (after a deliberate change)
 	rm -rf _build/goldens
-	$(BIN)/python -m dropnb.notebooks all --folder _build/goldens
-	$(BIN)/python -m dropnb.regression refresh --records _build/goldens
+	$(BIN)/python -m dropnb.book.notebooks all --folder _build/goldens
+	$(BIN)/python -m dropnb.book.regression refresh --records _build/goldens
 
 timings: $(READY)  ## wall time of every chapter at PROFILE (default quick), alone and two at once
 	$(BIN)/python benchmarks/book.py --profile $(PROFILE)
 
 gpu-kit: $(READY)  ## the wheels a bare GPU machine lacks, into .gpu-kit/py$(GPU_PYTHON) (needs the registry; CONTRIBUTING.md)
-	$(BIN)/python -m dropnb.gpukit fetch --python $(GPU_PYTHON)
+	$(BIN)/python -m dropnb.book.gpukit fetch --python $(GPU_PYTHON)
 
 mutation: $(READY)  ## slow: the mutation score of the claims (100 mutants of dropnb), report in benchmarks/results/mutation.md
 	$(BIN)/python benchmarks/mutation.py --count 100

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from dropnb import adversarial
-from dropnb.config import configure_threads, default_device
+from dropnb.book.config import configure_threads, default_device
 
 DIM, WIDTH = 784, 100
 

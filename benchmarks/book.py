@@ -5,7 +5,7 @@ settings (or `--threads N`). Alone, one page runs at a time; together, two run s
 whole pass, so each page's time is taken while another one runs. The table gives both times and
 their ratio, the claims each run recorded, the device, the peak GPU memory (where a GPU ran) and the
 three most expensive cells of the run alone (papermill's per-cell durations). The JSON file
-(``--json``) holds one row per page (:mod:`dropnb.timing`), with ``seconds_two_at_once`` added; the
+(``--json``) holds one row per page (:mod:`dropnb.book.timing`), with ``seconds_two_at_once`` added; the
 book's reproducibility page renders the files committed as ``benchmarks/results/<profile>-<device>.json``.
 Paper scale on a GPU machine has its own script, ``benchmarks/gpu.sh`` (see CONTRIBUTING.md).
 
@@ -18,15 +18,15 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from dropnb import timing
-from dropnb.config import PROFILES
-from dropnb.notebooks import chapters_with_claims, run_jobs
-from dropnb.threads import thread_environment
+from dropnb.book import timing
+from dropnb.book.layout import PROFILES, pages_with_claims
+from dropnb.book.notebooks import run_jobs
+from dropnb.book.threads import thread_environment
 
 
 def timings(pages: list[str], profile: str, parallel: int, environment: dict[str, str],
             limit: float | None = None) -> dict[str, dict]:
-    """The row of each page (:func:`dropnb.timing.row`), ``parallel`` pages at a time."""
+    """The row of each page (:func:`dropnb.book.timing.row`), ``parallel`` pages at a time."""
     with tempfile.TemporaryDirectory() as scratch:
         jobs = [timing.probed_job(name, Path(scratch) / name, profile, environment=environment, timeout=limit)
                 for name in pages]
@@ -42,7 +42,7 @@ def main() -> None:
     parser.add_argument("--limit", type=float, help="seconds a page may run before it is stopped (default: none)")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON")
     args = parser.parse_args()
-    pages = args.pages or chapters_with_claims()
+    pages = args.pages or pages_with_claims()
     environment = thread_environment(args.threads) if args.threads else {}
     alone = timings(pages, args.profile, 1, environment, args.limit)
     together = {} if args.alone_only else timings(pages, args.profile, 2, environment, args.limit)

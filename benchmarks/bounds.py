@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from dropnb import datasets, sensing, training
-from dropnb.config import configure_threads, default_device
+from dropnb.book.config import configure_threads, default_device
 
 RATES = (0.0, 0.1, 0.2, 0.3, 0.4)
 FULL_WIDTHS = (12, 28)  # the page's widths at the source's ratio of parameters to ratings (the source's 30 and 70)

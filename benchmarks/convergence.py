@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from dropnb import twolayer
-from dropnb.config import configure_threads, default_device
+from dropnb.book.config import configure_threads, default_device
 
 DIM, GAP = 10, 0.1
 

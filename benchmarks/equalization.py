@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from dropnb import data, linear, masks, optimize, shrinkage, training
-from dropnb.config import configure_threads, default_device
+from dropnb.book.config import configure_threads, default_device
 from dropnb.engine import Schedule, log_checkpoints
 
 D1, D2, RUNS = 120, 80, 50

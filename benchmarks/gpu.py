@@ -6,7 +6,7 @@
 
 ``run`` (what ``benchmarks/gpu.sh`` calls on a bare machine after installing the GPU kit) executes each
 page through the same runner as ``make chapter``, under its own time limit, and appends its row
-(:mod:`dropnb.timing`) to ``OUT/rows.jsonl`` as soon as it ends; ``OUT/pages.tar.gz`` holds the executed
+(:mod:`dropnb.book.timing`) to ``OUT/rows.jsonl`` as soon as it ends; ``OUT/pages.tar.gz`` holds the executed
 notebooks and claim records. Without pages it takes every page of the ledger, those without a complete
 row in ``benchmarks/results/full-<gpu>.json`` first, cheapest first by the committed estimates, and
 starts a page only when its estimate fits in what is left of the budget. ``merge`` puts rows into the
@@ -25,9 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from dropnb import timing
-from dropnb.config import PROFILES
-from dropnb.notebooks import chapters_with_claims, run_job
+from dropnb.book import timing
+from dropnb.book.layout import PROFILES, ROOT, pages_with_claims
+from dropnb.book.notebooks import run_job
 
 BUDGET = 500.0  # seconds of pages in one command of at most 9 minutes, the kit's installation and the start left over
 LIMIT = 600.0  # seconds: the budget of a page at `full` on one GPU (DESIGN.md)
@@ -43,7 +43,7 @@ def run(pages: list[str], named: bool, profile: str, budget: float, limit: float
     """Run ``pages``, each under min(``limit``, what is left of ``budget``), until the budget is spent.
 
     Pages ``named`` on the command line run in their order; otherwise in
-    :func:`dropnb.timing.run_order`, each only when its estimate fits in what is left. Return the
+    :func:`dropnb.book.timing.run_order`, each only when its estimate fits in what is left. Return the
     number of rows that are not complete."""
     out.mkdir(parents=True, exist_ok=True)
     rows_file, archive = out / "rows.jsonl", out / "pages.tar.gz"
@@ -89,7 +89,7 @@ def merge(files: list[Path], into: Path | None, check: bool, every: bool) -> int
     """Merge the rows of ``files`` into their results files (or ``into``). With ``check``, return 1 unless
     every row is complete; with ``every``, also unless every page of the ledger has a row."""
     rows = [r for path in files for r in timing.load_rows(path)]
-    ledger = chapters_with_claims()
+    ledger = pages_with_claims()
     if not rows:
         print("no row in " + ", ".join(map(str, files)))
         return 1
@@ -110,7 +110,7 @@ def merge(files: list[Path], into: Path | None, check: bool, every: bool) -> int
 
 def plan(budget: float, limit: float) -> None:
     """Print every page's estimate, its measured row and the pages one command of ``budget`` would take."""
-    ledger, estimates = chapters_with_claims(), timing.load_estimates(ESTIMATES)
+    ledger, estimates = pages_with_claims(), timing.load_estimates(ESTIMATES)
     path = timing.RESULTS / "full-h200.json"
     measured = {r["page"]: r for r in timing.load_rows(path)}
     order = timing.run_order(ledger, list(measured.values()), estimates)
@@ -135,7 +135,7 @@ def main() -> int:
     go.add_argument("--profile", choices=PROFILES, default="full")
     go.add_argument("--budget", type=float, default=BUDGET, help=f"seconds for all pages (default {BUDGET:.0f})")
     go.add_argument("--limit", type=float, default=LIMIT, help=f"seconds for one page (default {LIMIT:.0f})")
-    go.add_argument("--out", type=Path, default=timing.ROOT / "_build" / "gpu", help="rows.jsonl and pages.tar.gz")
+    go.add_argument("--out", type=Path, default=ROOT / "_build" / "gpu", help="rows.jsonl and pages.tar.gz")
     together = commands.add_parser("merge", help="merge rows into the results files")
     together.add_argument("files", nargs="+", type=Path)
     together.add_argument("--into", type=Path, help="one results file for every row (default: by profile and device)")
@@ -146,10 +146,10 @@ def main() -> int:
     ahead.add_argument("--limit", type=float, default=LIMIT)
     args = parser.parse_args()
     if args.command == "run":
-        unknown = sorted(set(args.pages) - set(chapters_with_claims()))
+        unknown = sorted(set(args.pages) - set(pages_with_claims()))
         if unknown:
             raise SystemExit(f"pages must be pages of the ledger, got {unknown}")
-        pages = args.pages or chapters_with_claims()
+        pages = args.pages or pages_with_claims()
         return 1 if run(pages, bool(args.pages), args.profile, args.budget, args.limit, args.out) else 0
     if args.command == "merge":
         return merge(args.files, args.into, args.check, args.all)

@@ -19,7 +19,7 @@ judge the book (claims, rounding bounds, notebooks, …).
    time, under ``nice``.
 3. **Classify** each (mutant, page): *caught* (a claim failed and raised ``ClaimFailed``),
    *crashed* (another exception, or the page ran past its time limit), *golden* (every claim held,
-   and the comparison of the records with the page's golden, :mod:`dropnb.regression`, failed),
+   and the comparison of the records with the page's golden, :mod:`dropnb.book.regression`, failed),
    *survived* (a record moved, measured value, target, tolerance or printed target, and the golden
    did not notice), *equivalent* (no record changed; left out of the score). A crashed mutant
    changed no number; of the *number-changing* ones (caught, golden, survived) the report gives the
@@ -28,7 +28,7 @@ judge the book (claims, rounding bounds, notebooks, …).
    first that catches it (``--every-page`` runs them all); the cheapest mutants run first, so a
    cut-short run still has whole mutants (``--report`` writes the report from what has run, from
    the cached trace even if the sources changed since, judging the golden verdicts again with
-   today's :mod:`dropnb.regression`).
+   today's :mod:`dropnb.book.regression`).
 
 The report goes to ``benchmarks/results/mutation.md`` (with ``mutation.png`` and the raw outcomes
 in ``mutation.json``); outcomes are cached in ``_build/mutation/outcomes.jsonl`` so an
@@ -60,18 +60,18 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the book's own dropnb, before an installed one
 
-from dropnb.notebooks import chapters_with_claims  # noqa: E402
-from dropnb.regression import differences, read_golden  # noqa: E402
+from dropnb.book.layout import ROOT, pages_with_claims  # noqa: E402
+from dropnb.book.regression import differences, read_golden  # noqa: E402
 
 PACKAGE = ROOT / "dropnb"
 BUILD = ROOT / "_build" / "mutation"
 RESULTS = ROOT / "benchmarks" / "results"
-# Modules that run, render and judge the book, or compute tolerances: not the numeric code under test.
-EXCLUDED_MODULES = {"__init__", "bibliography", "browser", "checks", "claims", "config", "notebooks", "plotting",
-                    "regression", "render", "rounding", "sphinxext", "threads"}
+# The mutation points lie in the mathematical modules, the top level of dropnb: what runs, renders and
+# judges the book (everything under dropnb/book/) is not walked. Of the top level, the package's
+# setup and the modules that check arguments or compute tolerances are not the numeric code under test.
+EXCLUDED_MODULES = {"__init__", "checks", "rounding"}
 # Functions that compute tolerance multipliers (stats) rather than measured values.
 EXCLUDED_FUNCTIONS = {("stats", "simultaneous_z")}
 # Keyword arguments that set a solver's stopping rule or a display: their mutants are near-equivalent.
@@ -208,7 +208,8 @@ class _Points(ast.NodeVisitor):
 
 
 def mutation_points(package: Path = PACKAGE) -> list[Mutant]:
-    """Every mutation point of the numeric modules, in module and source order (pages not yet set)."""
+    """Every mutation point of the numeric modules, in module and source order (pages not yet set): the
+    top level of the package only, never the book subpackage."""
     points = []
     for path in sorted(package.glob("*.py")):
         if path.stem in EXCLUDED_MODULES:
@@ -254,7 +255,7 @@ def mutated_package(mutant: Mutant | None, folder: Path) -> Path:
 RUNNER = """
 import json, sys
 from pathlib import Path
-from dropnb.notebooks import execute
+from dropnb.book.notebooks import execute
 page, folder, prepend = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]).read_text()
 try:
     execute(page, folder / f"{page}.ipynb", profile="quick", claims_dir=folder, prepend=prepend)
@@ -321,8 +322,8 @@ def run_page(page: str, package: Path, folder: Path, prepend: str = CHECK, timeo
 
 def sources_hash() -> str:
     digest = hashlib.sha256()
-    for path in sorted([*PACKAGE.glob("*.py"), *(ROOT / "chapters").glob("*.md")]):
-        digest.update(path.name.encode() + path.read_bytes())
+    for path in sorted([*PACKAGE.rglob("*.py"), *(ROOT / "chapters").glob("*.md")]):
+        digest.update(str(path.relative_to(ROOT)).encode() + path.read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -429,7 +430,7 @@ VERDICTS = ("caught", "crashed", "golden", "survived", "equivalent")
 
 
 def rejudged(row: dict, baseline: list[dict], page: str) -> dict:
-    """``row`` with its golden verdict judged again by today's :mod:`dropnb.regression`: the mutant's records
+    """``row`` with its golden verdict judged again by today's :mod:`dropnb.book.regression`: the mutant's records
     are the baseline with the fields that moved, so a change of the comparison needs no new runs."""
     if row["verdict"] not in ("golden", "survived"):
         return row
@@ -583,7 +584,7 @@ def figure(per_chapter: dict[str, Counter], path: Path) -> None:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    from dropnb.plotting import PALETTE, use_style
+    from dropnb.book.plotting import PALETTE, use_style
 
     use_style()
     names = list(per_chapter)
@@ -635,7 +636,7 @@ def report(mutants: list[Mutant], outcomes: dict, traced: dict, pages: list[str]
            "left out of every count below.", ""] if unfinished else []),
         "A mutant changes one node of `dropnb`'s numeric code; it runs every page that executes that line. "
         "*Caught*: a claim failed. *Golden*: every claim held, and the comparison with the page's golden "
-        "records (`dropnb.regression`, as the test suite runs it) failed. *Crashed*: another exception or a run "
+        "records (`dropnb.book.regression`, as the test suite runs it) failed. *Crashed*: another exception or a run "
         "past its time limit (noticed, but not by a claim). *Survived*: every claim held and the golden "
         "matched while a record (measured value, target, tolerance) moved by more than "
         f"{RELATIVE_NOISE:g} relative. *Equivalent*: no record moved; not scored. A mutant that crashed changed "
@@ -709,7 +710,7 @@ def main() -> None:
     parser.add_argument("--every-page", action="store_true",
                         help="run every page a mutant reaches, also after another page of its chapter caught it")
     args = parser.parse_args()
-    pages = args.pages or chapters_with_claims()
+    pages = args.pages or pages_with_claims()
     traced = trace(pages, args.parallel, args.retrace, cached_only=args.report)
     all_points = mutation_points()
     points = with_pages(all_points, traced, pages)

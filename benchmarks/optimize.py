@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from dropnb import data, linear, masks, optimize
-from dropnb.config import configure_threads
+from dropnb.book.config import configure_threads
 from dropnb.rounding import UNIT_ROUNDOFF
 
 SIZES = {"book": (20, 25, 20, 4), "full": (40, 50, 50, 5)}  # d₁, d₂, r, block size s

@@ -1,17 +1,9 @@
 """dropnb: the shared helpers of the executable book *Dropout, derived*.
 
-Modules by concept:
+The top-level modules are the mathematics, by concept; running, judging and rendering the book is
+everything under :mod:`dropnb.book`, which imports no mathematical module but :mod:`~dropnb.checks`
+(and no mathematical module imports it). Only :func:`setup` below, which starts a page run, uses both.
 
-* running a chapter: :mod:`~dropnb.config` (profile, seeds, device), :mod:`~dropnb.threads`
-  (thread counts of the numeric libraries), :mod:`~dropnb.claims` (claims and errata),
-  :mod:`~dropnb.rounding` (rounding bounds and their operation counts),
-  :mod:`~dropnb.notebooks` (executing chapters), :mod:`~dropnb.planted` (planted bugs as forks of one
-  chapter run), :mod:`~dropnb.timing` (what a page run cost, as one
-  row), :mod:`~dropnb.gpukit` (the wheels a bare GPU machine lacks), :mod:`~dropnb.regression` (golden claim
-  records), :mod:`~dropnb.render` (how numbers and claims read), :mod:`~dropnb.sphinxext` (the pages
-  generated from the records), :mod:`~dropnb.browser` (the built book in a real browser: layout
-  checks, the PDF), :mod:`~dropnb.plotting` (figure style), :mod:`~dropnb.bibliography`
-  (the bibliography's style);
 * masks and shallow networks: :mod:`~dropnb.masks` (dropout masks and their moments),
   :mod:`~dropnb.linear` (the shallow linear network with dropout), :mod:`~dropnb.equalizer`
   (equalizers), :mod:`~dropnb.shrinkage` (the closed-form global optimum),
@@ -35,19 +27,20 @@ Modules by concept:
   completion and of two-layer ReLU networks, batched over runs), :mod:`~dropnb.optimize` (L-BFGS
   with error certificates), :mod:`~dropnb.stats` (Monte-Carlo estimates and tests),
   :mod:`~dropnb.data` (synthetic and bundled data), :mod:`~dropnb.datasets` (MovieLens-100K and
-  MNIST from pinned wheels), :mod:`~dropnb.checks` (argument validators, one error format).
+  MNIST from pinned wheels), :mod:`~dropnb.rounding` (rounding bounds and their operation counts),
+  :mod:`~dropnb.checks` (argument validators, one error format).
 """
 
 from __future__ import annotations
 
-from . import threads
+from .book import threads
 
 threads.set_defaults()  # before torch and scipy start their thread pools
 
-from .claims import Claims, ClaimFailed  # noqa: E402
-from .config import Config, configure_threads, default_device, resolve_profile, resolve_seed  # noqa: E402
-from .plotting import use_style  # noqa: E402
-from .render import show_numpy_scalars_plainly  # noqa: E402
+from .book.claims import Claims, ClaimFailed  # noqa: E402
+from .book.config import Config, configure_threads, default_device, resolve_profile, resolve_seed  # noqa: E402
+from .book.plotting import use_style  # noqa: E402
+from .book.render import show_numpy_scalars_plainly  # noqa: E402
 
 __all__ = ["Claims", "ClaimFailed", "Config", "setup"]
 

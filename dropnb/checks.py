@@ -13,7 +13,7 @@ batch shapes, and for torch arguments that must agree in batch size, dtype and d
 ``deep.check_layers``, …) stay in their modules and are built on these. A public function validates at
 entry, once; a training loop calls unvalidated cores (``_batched_objective`` and the like) at every step.
 
-:mod:`dropnb.threads` repeats the integer check without numpy: it must run before numpy loads.
+:mod:`dropnb.book.threads` repeats the integer check without numpy: it must run before numpy loads.
 """
 
 from __future__ import annotations

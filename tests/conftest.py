@@ -18,9 +18,8 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from dropnb.claims import CLAIMS_DIR_VARIABLE
-from dropnb.config import PROFILE_VARIABLE
-from dropnb.notebooks import ROOT
+from dropnb.book.config import PROFILE_VARIABLE
+from dropnb.book.layout import CLAIMS_DIR_VARIABLE, ROOT
 
 
 settings.register_profile("ci", derandomize=True)
@@ -50,7 +49,7 @@ def quick_build(tmp_path_factory) -> QuickBuild:
     one per core, into the build's execution cache; the build then reads the outputs from there)."""
     out = tmp_path_factory.mktemp("book")
     env = os.environ | {PROFILE_VARIABLE: "quick", CLAIMS_DIR_VARIABLE: str(out / "claims")}
-    subprocess.run([sys.executable, "-m", "dropnb.notebooks", "cache", str(out / "_build")], env=env, cwd=ROOT,
+    subprocess.run([sys.executable, "-m", "dropnb.book.notebooks", "cache", str(out / "_build")], env=env, cwd=ROOT,
                    capture_output=True, check=True)
     jupyter_book = Path(sys.executable).with_name("jupyter-book")
     result = subprocess.run([str(jupyter_book), "build", "-W", "-n", "--keep-going", "--path-output", str(out),

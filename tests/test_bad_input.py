@@ -31,11 +31,15 @@ import pytest
 import torch
 
 import dropnb
-from dropnb import claims as claims_module, engine, factorization, features, homogeneous, masks, optimize, stats
+import dropnb.book
+from dropnb import engine, factorization, features, homogeneous, masks, optimize, stats
+from dropnb.book import claims as claims_module
+from dropnb.book.layout import GOLDENS
 from dropnb import adversarial, checks, twolayer
 
-# Plumbing of the book build, out of scope: it takes paths, HTML and docutils/sphinx objects, not
-# numbers, and runs outside the chapters.
+# Modules of the book's machinery (dropnb.book) out of scope: they take paths, HTML and docutils/sphinx
+# objects, not numbers, and run outside the chapters. Only a module of dropnb.book may be out of scope:
+# every mathematical module is in.
 OUT_OF_SCOPE_MODULES = {
     "browser": "drives a headless browser over the built HTML (paths and pages, not numbers)",
     "sphinxext": "sphinx extension hooks, called by sphinx with its own application objects",
@@ -79,25 +83,35 @@ OUT_OF_SCOPE = {
 }
 
 
+def modules() -> dict[str, str]:
+    """Every module of dropnb by its short name: the mathematical ones (top level), then those of
+    dropnb.book (the book's machinery)."""
+    found = {info.name: f"dropnb.{info.name}" for info in pkgutil.iter_modules(dropnb.__path__) if not info.ispkg}
+    return found | {info.name: f"dropnb.book.{info.name}" for info in pkgutil.iter_modules(dropnb.book.__path__)}
+
+
+MODULES = modules()
+
+
 def public_entries() -> list[str]:
     """Every public function, class and public method (instance or class method) defined in a dropnb
-    module, as 'module.name' or 'module.Class.method'."""
+    module in scope, as 'module.name' or 'module.Class.method' (the module's short name)."""
     names = []
-    for info in pkgutil.iter_modules(dropnb.__path__):
-        if info.name in OUT_OF_SCOPE_MODULES:
+    for short, dotted in MODULES.items():
+        if short in OUT_OF_SCOPE_MODULES:
             continue
-        module = importlib.import_module(f"dropnb.{info.name}")
+        module = importlib.import_module(dotted)
         for name, value in vars(module).items():
             if name.startswith("_") or getattr(value, "__module__", None) != module.__name__:
                 continue
             if inspect.isfunction(value):
-                names.append(f"{info.name}.{name}")
+                names.append(f"{short}.{name}")
             elif inspect.isclass(value):
-                names.append(f"{info.name}.{name}")
+                names.append(f"{short}.{name}")
                 for attribute, member in vars(value).items():
                     function = member.__func__ if isinstance(member, (classmethod, staticmethod)) else member
                     if not attribute.startswith("_") and inspect.isfunction(function):
-                        names.append(f"{info.name}.{name}.{attribute}")
+                        names.append(f"{short}.{name}.{attribute}")
     return names
 
 
@@ -196,7 +210,6 @@ EXAMPLES = {
     "checks.environment_integer": dict(variable="DROPNB_UNSET_VARIABLE", default=3),
     # claims
     "claims.holds": dict(measured=1.0, target=1.0, comparison="close", tolerance=0.1),
-    "claims.claims_dir": dict(),
     "claims.Record.line": dict(self=Fresh(lambda: claims_module.Record(**RECORD))),
     "claims.Claims": dict(page="page", profile="quick", device="cpu", directory=TMP, seed=0),
     "claims.Claims.claim": dict(self=claims(), id="page.a", source="Lemma 1", statement="a = b", measured=1.0,
@@ -219,7 +232,6 @@ EXAMPLES = {
     "config.Config.torch_generator": dict(self=dropnb.Config("quick", 0), stream="data"),
     "config.Config.describe": dict(self=dropnb.Config("quick", 0)),
     "config.configure_threads": dict(),
-    "config.book_root": dict(),
     # data
     "data.isotropic_inputs": dict(kind="gaussian", n=4, d=3, rng=rng()),
     "data.second_moment": dict(factor=V, shift=np.array([1.0, 0.0, 2.0])),
@@ -508,7 +520,7 @@ EXAMPLES.update({
     # regression
     "regression.golden_record": dict(record=RECORD),
     "regression.write_golden": dict(chapter="page", records=[RECORD], folder=TMP),
-    "regression.read_golden": dict(chapter="deep-linear", folder=Path(dropnb.__file__).parents[1] / "tests" / "golden"),
+    "regression.read_golden": dict(chapter="deep-linear", folder=GOLDENS),
     "regression.one_sided_band": dict(golden=RECORD),
     "regression.record_differences": dict(golden=RECORD, record=RECORD),
     "regression.differences": dict(golden=[RECORD], records=[RECORD]),
@@ -588,6 +600,12 @@ EXAMPLES.update({
     "structured.duplicate": dict(U=U, V=V),
     "structured.balanced_replication": dict(U=U, V=V, S=S, block_size=1, copies=3),
     # threads
+    "layout.book_root": dict(),
+    "layout.claims_dir": dict(),
+    "layout.pages": dict(),
+    "layout.ledger": dict(),
+    "layout.pages_with_claims": dict(),
+    "layout.claim_ids": dict(page="regularizer"),
     "threads.threads_from_environment": dict(),
     "threads.thread_environment": dict(threads=2),
     "threads.set_defaults": dict(),
@@ -913,7 +931,7 @@ def arguments(kwargs: dict) -> dict:
 
 def call(entry: str, kwargs: dict):
     module, name, *method = entry.split(".")
-    target = getattr(importlib.import_module(f"dropnb.{module}"), name)
+    target = getattr(importlib.import_module(MODULES[module]), name)
     kwargs = arguments(kwargs)
     if method:
         target = getattr(kwargs.pop("self") if "self" in kwargs else target, method[0])
@@ -1036,6 +1054,10 @@ def test_every_public_function_has_an_example():
     assert not missing, f"public functions without an example in EXAMPLES (add one, or list them in OUT_OF_SCOPE): {missing}"
     stale = sorted((set(EXAMPLES) | set(OUT_OF_SCOPE)) - entries)
     assert not stale, f"EXAMPLES or OUT_OF_SCOPE name functions that are gone: {stale}"
+
+
+def test_only_modules_of_the_book_are_out_of_scope():
+    assert set(OUT_OF_SCOPE_MODULES) <= {short for short, dotted in MODULES.items() if dotted.startswith("dropnb.book.")}
 
 
 def test_accepted_entries_name_real_mutations():

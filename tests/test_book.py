@@ -1,13 +1,11 @@
 """The whole book builds at the quick profile with zero warnings, offline, from its records."""
 
-import json
 import re
 
 import nbformat
 import pytest
-import yaml
 
-from dropnb.notebooks import CHAPTERS, ROOT
+from dropnb.book.layout import ROOT, ledger, pages, pages_with_claims
 
 pytestmark = pytest.mark.chapters
 
@@ -26,13 +24,8 @@ def test_the_book_builds_with_no_warning(quick_build):
     assert quick_build.returncode == 0, quick_build.log
 
 
-def toc_pages():
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    return [toc["root"]] + [c["file"] for part in toc["parts"] for c in part["chapters"]]
-
-
 def test_every_page_of_the_toc_is_built(book):
-    for page in toc_pages():
+    for page in pages():
         assert (book / f"{page}.html").is_file(), page
 
 
@@ -46,20 +39,19 @@ def test_no_page_references_a_remote_script(book):
 
 def test_verification_page_lists_every_claim(book):
     text = (book / "chapters" / "verification.html").read_text()
-    ledger = json.loads((CHAPTERS / "ledger.json").read_text())
-    for ids in ledger.values():
+    for ids in ledger().values():
         for claim_id in ids:
             assert claim_id in text, claim_id
     assert "FAIL" not in text
 
 
 def test_chapters_show_no_raw_records(book):
-    for chapter in json.loads((CHAPTERS / "ledger.json").read_text()):
+    for chapter in pages_with_claims():
         assert "Record(" not in (book / "chapters" / f"{chapter}.html").read_text()
 
 
 def test_chapters_offer_their_executed_notebook(book):
-    for chapter in json.loads((CHAPTERS / "ledger.json").read_text()):
+    for chapter in pages_with_claims():
         assert (book / "_sources" / "chapters" / f"{chapter}.ipynb").is_file()
         assert f"_sources/chapters/{chapter}.ipynb" in (book / "chapters" / f"{chapter}.html").read_text()
 
@@ -97,7 +89,7 @@ def test_every_figure_cell_shows_one_figure(quick_build):
 
 def test_figures_and_equations_are_numbered_per_page(book):
     """Fig. 1, 2, … and (1), (2), … restart on every page, in the order of the page."""
-    for chapter in json.loads((CHAPTERS / "ledger.json").read_text()):
+    for chapter in pages_with_claims():
         text = (book / "chapters" / f"{chapter}.html").read_text()
         figures = [int(n) for n in re.findall(r'class="caption-number">Fig\. (\d+) ', text)]
         equations = [int(n) for n in re.findall(r'class="eqno">\((\d+)\)', text)]

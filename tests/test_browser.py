@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from dropnb import browser
-from dropnb.notebooks import ROOT
+from dropnb.book import browser
+from dropnb.book.layout import pages
 
 WIDTHS = (1400, 420)
 needs_browser = pytest.mark.skipif(not browser.available(), reason=browser.MISSING)
@@ -87,14 +87,14 @@ def test_the_checker_finds_what_a_reader_would(tmp_path):
 def test_the_whole_book_prints_to_pdf(site, tmp_path):
     """Every page of the quick build, printed by Chromium in reading order into one PDF."""
     pdf = tmp_path / "book.pdf"
-    result = subprocess.run([sys.executable, "-m", "dropnb.browser", "pdf", str(site), str(pdf)],
+    result = subprocess.run([sys.executable, "-m", "dropnb.book.browser", "pdf", str(site), str(pdf)],
                             capture_output=True, text=True)
     assert result.returncode == 0, f"printing the book failed:\n{result.stdout}\n{result.stderr[-4000:]}"
     from pypdf import PdfReader
 
     reader = PdfReader(pdf)
     titles = [item.title for item in reader.outline]
-    assert len(titles) == len(browser.book_pages(ROOT)) and titles[0] == "Dropout, derived"
+    assert len(titles) == len(pages()) and titles[0] == "Dropout, derived"
     assert len(reader.pages) > 100
     text = "".join(reader.pages[k].extract_text() for k in range(len(reader.pages)))
     assert "Claim." in text and "measured" in text and "Erratum." in text

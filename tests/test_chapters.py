@@ -2,7 +2,7 @@
 
 The records and executed notebooks come from the one quick build of the session (conftest);
 the planted bugs run the chapter again from the cell where the bug first acts, up to the first
-failing claim (dropnb.planted: forks of one clean run per chapter).
+failing claim (dropnb.book.planted: forks of one clean run per chapter).
 """
 
 import json
@@ -10,9 +10,10 @@ import os
 
 import pytest
 
-from dropnb.claims import load_records
-from dropnb import planted
-from dropnb.notebooks import LEDGER, Job, chapters_with_claims, run_job
+from dropnb.book.claims import load_records
+from dropnb.book import planted
+from dropnb.book.layout import claim_ids, pages_with_claims
+from dropnb.book.notebooks import Job, run_job
 
 pytestmark = pytest.mark.chapters
 REQUIRED_FIELDS = {"id", "chapter", "page", "source", "statement", "measured", "target", "comparison",
@@ -20,10 +21,10 @@ REQUIRED_FIELDS = {"id", "chapter", "page", "source", "statement", "measured", "
 
 
 def ledger(name):
-    return json.loads(LEDGER.read_text())[name]
+    return claim_ids(name)
 
 
-@pytest.fixture(params=chapters_with_claims())
+@pytest.fixture(params=pages_with_claims())
 def records(request, quick_build):
     """(chapter name, its records from the quick build)."""
     return request.param, load_records(quick_build.claims, [request.param]).get(request.param, [])

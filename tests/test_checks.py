@@ -134,9 +134,9 @@ def test_error_builds_the_same_format():
 
 
 def test_threads_repeats_the_format_without_numpy():
-    """dropnb.threads keeps its own integer checks, in the same words, because it runs before numpy
+    """dropnb.book.threads keeps its own integer checks, in the same words, because it runs before numpy
     loads (OpenBLAS sizes its thread pool at import) and so must not import dropnb.checks."""
-    from dropnb import threads
+    from dropnb.book import threads
 
     messages = []
     for check in (lambda: checks.integer(0, "threads"), lambda: threads.thread_environment(0)):

@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from dropnb import claims as claims_module
 from dropnb import linear
-from dropnb.claims import ClaimFailed, Claims, Record, holds, load_records, summary
+from dropnb.book.layout import CLAIMS_DIR_VARIABLE
+from dropnb.book.claims import ClaimFailed, Claims, Record, holds, load_records, summary
 from dropnb.rounding import roundoff_tolerance
 from dropnb.masks import Bernoulli
 
@@ -331,16 +331,8 @@ def test_summary_marks_failures(book):
 
 
 def test_claims_dir_variable_is_honoured(tmp_path, monkeypatch):
-    monkeypatch.setenv(claims_module.CLAIMS_DIR_VARIABLE, str(tmp_path / "records"))
+    monkeypatch.setenv(CLAIMS_DIR_VARIABLE, str(tmp_path / "records"))
     book = Claims("ch1", "quick")
     claim(book)
     assert book.path == tmp_path / "records" / "ch1.jsonl"
     assert len(lines(tmp_path / "records" / "ch1.jsonl")) == 1
-
-
-def test_claims_dir_defaults_to_the_book_build_folder(tmp_path, monkeypatch):
-    monkeypatch.delenv(claims_module.CLAIMS_DIR_VARIABLE, raising=False)
-    (tmp_path / "_config.yml").write_text("title: test\n")
-    (tmp_path / "chapters").mkdir()
-    monkeypatch.chdir(tmp_path / "chapters")
-    assert claims_module.claims_dir() == tmp_path.resolve() / "_build" / "claims"

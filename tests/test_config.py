@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from dropnb import config, threads
-from dropnb.config import Config, book_root, configure_threads, resolve_profile, resolve_seed, stream_seed
+from dropnb.book import config, threads
+from dropnb.book.config import Config, configure_threads, resolve_profile, resolve_seed, stream_seed
 
 CPU = torch.device("cpu")
 
@@ -204,42 +204,3 @@ def test_thread_defaults_keep_settings_already_made(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     threads.set_defaults()
     assert os.environ["OPENBLAS_NUM_THREADS"] == "4" and os.environ["OMP_NUM_THREADS"] == "2"
-
-
-# --- the book's top folder ------------------------------------------------------------------------
-
-
-def test_book_root_finds_parent_with_config(tmp_path):
-    (tmp_path / "_config.yml").write_text("title: test\n")
-    start = tmp_path / "chapters" / "part"
-    start.mkdir(parents=True)
-    assert book_root(start) == tmp_path.resolve()
-
-
-def test_book_root_prefers_the_nearest_config(tmp_path):
-    (tmp_path / "_config.yml").write_text("title: outer\n")
-    (tmp_path / "inner").mkdir()
-    (tmp_path / "inner" / "_config.yml").write_text("title: inner\n")
-    assert book_root(tmp_path / "inner") == (tmp_path / "inner").resolve()
-
-
-def test_book_root_defaults_to_the_working_directory(tmp_path, monkeypatch):
-    (tmp_path / "_config.yml").write_text("title: test\n")
-    (tmp_path / "sub").mkdir()
-    monkeypatch.chdir(tmp_path / "sub")
-    assert book_root() == tmp_path.resolve()
-
-
-def test_book_root_without_config_is_the_start(tmp_path):
-    start = tmp_path / "nowhere"
-    start.mkdir()
-    if any((folder / "_config.yml").is_file() for folder in start.resolve().parents):
-        pytest.skip("a parent of the temporary folder holds a _config.yml")
-    assert book_root(start) == start.resolve()
-
-
-def test_config_file_must_be_a_file(tmp_path):
-    (tmp_path / "outer").mkdir()
-    (tmp_path / "outer" / "_config.yml").write_text("title: outer\n")
-    (tmp_path / "outer" / "inner" / "_config.yml").mkdir(parents=True)  # a folder, not a file
-    assert book_root(tmp_path / "outer" / "inner") == (tmp_path / "outer").resolve()

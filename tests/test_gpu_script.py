@@ -10,8 +10,8 @@ import tarfile
 
 import pytest
 
-from dropnb import timing
-from dropnb.notebooks import ROOT
+from dropnb.book import timing
+from dropnb.book.layout import ROOT
 
 
 @pytest.mark.chapters

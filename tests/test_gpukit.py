@@ -5,8 +5,9 @@ The last two tests ask the package registry (as `make test` does when it install
 
 import pytest
 
-from dropnb import gpukit
-from dropnb.gpukit import Wheel
+from dropnb.book import gpukit
+from dropnb.book.gpukit import Wheel
+from dropnb.book.layout import ROOT
 
 
 def wheel(name, version="1.0", sha256="a" * 64, requires=()) -> Wheel:
@@ -63,7 +64,7 @@ def test_the_lock_pins_every_wheel_by_hash_and_no_wheel_of_the_image():
     assert all(version and hashes for version, hashes in kit.values())
     for name in gpukit.RUNNER + gpukit.RUN_TIME + gpukit.WITHOUT_DEPENDENCIES + ("recbole", "mlxtend"):
         assert name in kit, name
-    book = gpukit.pins(gpukit.ROOT / "requirements.txt") | gpukit.pins(gpukit.DATA)
+    book = gpukit.pins(ROOT / "requirements.txt") | gpukit.pins(gpukit.DATA)
     assert all(kit[name][0] == version for name, version in book.items() if name in kit)
 
 

@@ -4,7 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dropnb.notebooks import ROOT
+from dropnb.book.layout import ROOT
 
 RUFF = Path(sys.executable).with_name("ruff")
 

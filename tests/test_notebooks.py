@@ -3,15 +3,13 @@
 import re
 
 import pytest
-import yaml
 
-from dropnb.claims import CLAIMS_DIR_VARIABLE
-from dropnb.notebooks import (CHAPTERS, CODE_PATHS, ROOT, Job, Outcome, chapters_with_claims, execute, load_chapter,
-                              run_job, run_jobs)
+from dropnb.book.layout import CHAPTERS, CLAIMS_DIR_VARIABLE, pages_with_claims, table_of_contents
+from dropnb.book.notebooks import CODE_PATHS, Job, Outcome, execute, load_chapter, run_job, run_jobs
 
 
 def test_every_ledger_chapter_loads_with_its_parameters_cell():
-    for name in chapters_with_claims():
+    for name in pages_with_claims():
         cells = [c for c in load_chapter(name).cells if "parameters" in c.metadata.get("tags", [])]
         assert len(cells) == 1 and "profile = None" in cells[0].source and "seed = None" in cells[0].source
 
@@ -63,15 +61,15 @@ def opening_and_rest(page: str) -> tuple[str, str, str]:
 
 
 def test_every_chapter_ends_with_its_exercises():
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    toc = table_of_contents()
     chapters = [c for part in toc["parts"] for c in part["chapters"] if c["file"].removeprefix("chapters/") in
-                chapters_with_claims()]
+                pages_with_claims()]
     assert len(chapters) == 9
     for chapter in chapters:
         assert chapter["sections"][-1]["file"] == chapter["file"] + "-exercises", chapter["file"]
 
 
-@pytest.mark.parametrize("page", [p for p in chapters_with_claims() if p.endswith("-exercises")])
+@pytest.mark.parametrize("page", [p for p in pages_with_claims() if p.endswith("-exercises")])
 def test_every_exercise_has_a_solution_checked_by_a_claim(page):
     """The exercise template (CONTRIBUTING.md): a short opening, then "Exercise 1: …", … each with one
     solution in a dropdown and a cell that records a claim, and at the end the claims table."""
@@ -86,7 +84,7 @@ def test_every_exercise_has_a_solution_checked_by_a_claim(page):
         assert re.search(r"claims\.(claim|erratum)\(", section), f"{heading}: no claim checks the solution"
 
 
-@pytest.mark.parametrize("page", [p for p in chapters_with_claims() if not p.endswith("-exercises")])
+@pytest.mark.parametrize("page", [p for p in pages_with_claims() if not p.endswith("-exercises")])
 def test_every_page_opens_with_its_idea_and_closes_with_a_summary(page):
     """The chapter template (CONTRIBUTING.md): a short opening under the title, then "The idea" with
     a figure and the "On this page" box; at the end a Summary section and the claims table."""
@@ -103,7 +101,7 @@ def test_every_page_opens_with_its_idea_and_closes_with_a_summary(page):
 GLUE_IN_MATH = re.compile(r"\$\{glue:\w+\}`[^`]*`\$")  # $…${glue:text}`x`$…$: a role between two formulas
 
 
-@pytest.mark.parametrize("page", chapters_with_claims())
+@pytest.mark.parametrize("page", pages_with_claims())
 def test_no_glue_sits_between_two_halves_of_a_formula(page):
     """A glued number written as ``$x\\in\\{${glue:text}`v`$\\}$`` splits one formula in two around it (a
     line break there leaves the role's source on the page): the number goes outside the formula."""

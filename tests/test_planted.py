@@ -3,7 +3,7 @@
 
 import pytest
 
-from dropnb import planted
+from dropnb.book import planted
 
 
 def test_a_replaced_function_is_found():

@@ -9,9 +9,10 @@ import json
 
 import pytest
 
-from dropnb.claims import load_records
-from dropnb.notebooks import chapters_with_claims, execute
-from dropnb.regression import GOLDENS, differences, golden_record, main, read_golden, write_golden
+from dropnb.book.claims import load_records
+from dropnb.book.layout import GOLDENS, pages_with_claims
+from dropnb.book.notebooks import execute
+from dropnb.book.regression import differences, golden_record, main, read_golden, write_golden
 
 
 def record(id="ch.a", comparison="close", measured=1.0, target=1.0, tolerance=0.5, **extra):
@@ -124,7 +125,7 @@ MONTE_CARLO = "regularizer.lemma-a1.monte-carlo.gaussian"
 
 
 def test_every_chapter_has_a_golden_at_quick():
-    for chapter in chapters_with_claims():
+    for chapter in pages_with_claims():
         golden = read_golden(chapter)
         assert {g["profile"] for g in golden} == {"quick"} and all(g["passed"] for g in golden)
 
@@ -175,7 +176,7 @@ def test_rounding_level_values_may_change_their_digits():
 
 
 @pytest.mark.chapters
-@pytest.mark.parametrize("chapter", chapters_with_claims())
+@pytest.mark.parametrize("chapter", pages_with_claims())
 def test_the_quick_build_matches_the_golden(chapter, quick_build):
     records = load_records(quick_build.claims, [chapter]).get(chapter, [])
     assert differences(read_golden(chapter), records) == []
@@ -204,7 +205,7 @@ def test_a_repeated_run_reproduces_its_records_bit_for_bit(quick_build, tmp_path
 
 
 def test_goldens_folder_holds_only_ledger_chapters():
-    assert sorted(p.stem for p in GOLDENS.glob("*.json")) == sorted(chapters_with_claims())
+    assert sorted(p.stem for p in GOLDENS.glob("*.json")) == sorted(pages_with_claims())
 
 
 @pytest.mark.parametrize("order", [["compare", "--records", "{}", "regularizer"],

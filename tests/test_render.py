@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from dropnb.claims import Claims
-from dropnb.render import NARROW_SPACE, claim_block, claims_table, plain, readable, readable_text
+from dropnb.book.claims import Claims
+from dropnb.book.render import NARROW_SPACE, claim_block, claims_table, plain, readable, readable_text
 
 P = f"{NARROW_SPACE}×{NARROW_SPACE}10"
 
@@ -116,7 +116,7 @@ def test_a_numpy_scalar_is_displayed_and_glued_as_a_plain_number():
     import numpy as np
     from IPython.core.interactiveshell import InteractiveShell
 
-    from dropnb.render import show_numpy_scalars_plainly
+    from dropnb.book.render import show_numpy_scalars_plainly
 
     shell = InteractiveShell.instance()
     show_numpy_scalars_plainly()

@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-from dropnb import timing
-from dropnb.notebooks import ROOT, Job, Outcome, chapters_with_claims
+from dropnb.book import timing
+from dropnb.book.layout import ROOT, pages_with_claims
+from dropnb.book.notebooks import Job, Outcome
 
 PAGES = ["regularizer", "equalization", "structured"]
 
@@ -95,7 +96,7 @@ def test_the_full_table_shows_dates_estimates_and_the_pages_still_missing(tmp_pa
 
 
 def test_the_committed_results_are_rows_of_ledger_pages():
-    ledger = chapters_with_claims()
+    ledger = pages_with_claims()
     for path in sorted(timing.RESULTS.glob("*-*.json")):
         rows = timing.load_rows(path)
         assert rows and {r["page"] for r in rows} <= set(ledger), path.name

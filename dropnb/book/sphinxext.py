@@ -5,7 +5,7 @@
   ``$DROPNB_CLAIMS_DIR`` (set here to ``<book>/_build/claims`` unless given) as MyST tables, and
   warns (an error under ``-W``) when a chapter's recorded ids differ from the committed ledger.
 * ``timing-table`` directive (argument: a profile) renders the rows committed by ``benchmarks/book.py``
-  and ``benchmarks/gpu.py`` as ``benchmarks/results/<profile>-<device>.json`` (:mod:`dropnb.timing`).
+  and ``benchmarks/gpu.py`` as ``benchmarks/results/<profile>-<device>.json`` (:mod:`dropnb.book.timing`).
 * The report pages (config ``dropnb_report_pages``) are read after every other page, so the
   chapters have executed and written their records first, and are re-read on every build.
 * Glued numbers in the prose are written readably (``2,140``, ``1.2 × 10⁻¹⁶``), never in
@@ -13,7 +13,7 @@
 * Every notebook page offers its executed ``.ipynb`` for download, cleaned for a reader
   (:func:`downloadable`); a page whose outputs came from the execution cache gets them back in
   ``jupyter_execute/`` first (myst-nb writes it without them).
-* The stylesheet ``dropnb/static/dropnb.css`` lays out claims, claim tables and figures for any
+* The stylesheet ``dropnb/book/static/dropnb.css`` lays out claims, claim tables and figures for any
   column width and for print; the footer names the commit the book was built from.
 * Figures, tables and equations are numbered per page (Fig. 1, 2, … and (1), (2), … on every page);
   a reference to the number of another page names that page. A reference to a result reads as its
@@ -43,21 +43,13 @@ from sphinx.util.docutils import SphinxDirective
 from sphinx_proof.domain import ProofIndex
 
 from . import timing
-from .claims import CLAIMS_DIR_VARIABLE, load_records, totals
+from .claims import load_records, totals
+from .layout import CLAIMS_DIR_VARIABLE, claims_dir, ledger, pages_with_claims
 from .render import claim_block, claims_table, is_estimate, readable_text
 
 logger = logging.getLogger(__name__)
 NUMBER_CELL = re.compile(r"^\s*[≈≤≥≠<>]?\s*[−+-]?[\d.,]+(?:\u202f×\u202f10[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+)?\s*%?\s*$")
 PACKAGES = ("numpy", "torch", "matplotlib", "jupyter-book", "sphinx", "myst-nb", "papermill")
-
-
-def _claims_dir() -> Path:
-    return Path(os.environ[CLAIMS_DIR_VARIABLE])
-
-
-def _ledger(app) -> dict[str, list[str]]:
-    path = Path(app.srcdir) / app.config.dropnb_ledger
-    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 class ClaimsReport(SphinxDirective):
@@ -69,12 +61,12 @@ class ClaimsReport(SphinxDirective):
         show = self.options.get("show", "claims")
         if show not in ("claims", "errata", "runs", "claim"):
             raise self.error(f"claims-report :show: must be claims, errata, runs or claim, got {show!r}")
-        ledger = _ledger(self.env.app)
-        records = load_records(_claims_dir(), ledger)
+        committed = ledger()
+        records = load_records(claims_dir(), committed)
         if show == "claim":
             return self._one(records)
-        self._check_against_ledger(ledger, records)
-        return {"claims": self._claims, "errata": self._errata, "runs": self._runs}[show](ledger, records)
+        self._check_against_ledger(committed, records)
+        return {"claims": self._claims, "errata": self._errata, "runs": self._runs}[show](committed, records)
 
     def _one(self, records) -> list[nodes.Node]:
         """The block of the claim named by ``:id:``, as its page shows it."""
@@ -89,7 +81,7 @@ class ClaimsReport(SphinxDirective):
             found = [r["id"] for r in records.get(chapter, [])]
             if sorted(found) != sorted(ids):
                 logger.warning(
-                    f"claim records of chapter {chapter!r} in {_claims_dir()} do not match the ledger "
+                    f"claim records of chapter {chapter!r} in {claims_dir()} do not match the ledger "
                     f"(missing {sorted(set(ids) - set(found))}, unexpected {sorted(set(found) - set(ids))}); "
                     "rebuild from a clean cache (jupyter-book clean --all) or update the ledger",
                     location=self.get_location(),
@@ -174,16 +166,14 @@ class ClaimsReport(SphinxDirective):
 
 class TimingTable(SphinxDirective):
     """Render the timing rows committed as ``benchmarks/results/<profile>-<device>.json`` (argument: the
-    profile) with :func:`dropnb.timing.table`."""
+    profile) with :func:`dropnb.book.timing.table`."""
 
     required_arguments = 1
 
     def run(self) -> list[nodes.Node]:
-        folder = Path(self.env.app.srcdir) / "benchmarks" / "results"
-        for path in folder.glob("*.json"):
+        for path in timing.RESULTS.glob("*.json"):
             self.env.note_dependency(str(path))
-        ledger = list(json.loads((Path(self.env.app.srcdir) / "chapters" / "ledger.json").read_text()))
-        return self._parse(timing.table(self.arguments[0], ledger, folder))
+        return self._parse(timing.table(self.arguments[0], pages_with_claims(), timing.RESULTS))
 
     def _parse(self, text: str) -> list[nodes.Node]:
         container = nodes.container()
@@ -192,7 +182,7 @@ class TimingTable(SphinxDirective):
 
 
 def _estimates(records: list[dict]) -> int:
-    """How many of the records rest on an estimated tolerance (:func:`dropnb.render.is_estimate`)."""
+    """How many of the records rest on an estimated tolerance (:func:`dropnb.book.render.is_estimate`)."""
     return sum(is_estimate(r) for r in records)
 
 
@@ -314,7 +304,7 @@ def _book_order(env) -> dict[str, int]:
 
 
 def _set_claims_dir(app, config) -> None:
-    os.environ.setdefault(CLAIMS_DIR_VARIABLE, str(Path(app.srcdir) / "_build" / "claims"))
+    os.environ.setdefault(CLAIMS_DIR_VARIABLE, str(claims_dir(Path(app.srcdir))))
 
 
 def _reports(app, env) -> list[str]:
@@ -411,7 +401,6 @@ def _drop_thebe(app, pagename, templatename, context, doctree) -> None:
 
 def setup(app):
     app.add_config_value("dropnb_report_pages", [], "env")
-    app.add_config_value("dropnb_ledger", "chapters/ledger.json", "env")
     app.add_directive("claims-report", ClaimsReport)
     app.add_directive("timing-table", TimingTable)
     app.add_post_transform(ReadableNumbers)

@@ -12,6 +12,9 @@ quick     tests and CI         under a minute a chapter, two cores
 book      the rendered book    under three minutes a chapter
 full      paper scale          under ten minutes a chapter, one GPU
 ========  ===================  ====================================
+
+numpy, torch and threadpoolctl are imported inside the functions that use them, so that what only
+needs the profiles (the runner, the Sphinx extension) loads without them.
 """
 
 from __future__ import annotations
@@ -20,17 +23,16 @@ import os
 import platform
 import zlib
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-import numpy as np
-import threadpoolctl
-import torch
-
-from . import checks
+from .. import checks
+from .layout import PROFILES
 from .threads import threads_from_environment
 
-PROFILES = ("quick", "book", "full")
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
 DEFAULT_PROFILE = "book"
 PROFILE_VARIABLE = "DROPNB_PROFILE"
 SEED_VARIABLE = "DROPNB_SEED"
@@ -56,7 +58,15 @@ def resolve_seed(seed: int | None, default: int) -> int:
 
 def default_device() -> torch.device:
     """CUDA when a GPU is visible, else the CPU."""
+    import torch
+
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _float64() -> torch.dtype:
+    import torch
+
+    return torch.float64
 
 
 def stream_seed(seed: int, stream: str) -> list[int]:
@@ -71,7 +81,7 @@ class Config:
     profile: str
     seed: int
     device: torch.device = field(default_factory=default_device)
-    dtype: torch.dtype = torch.float64
+    dtype: torch.dtype = field(default_factory=_float64)
 
     def __post_init__(self) -> None:
         resolve_profile(self.profile)
@@ -83,16 +93,24 @@ class Config:
 
     def rng(self, stream: str) -> np.random.Generator:
         """A numpy generator for the named stream; the same name gives the same numbers."""
+        import numpy as np
+
         return np.random.default_rng(stream_seed(self.seed, stream))
 
     def torch_generator(self, stream: str) -> torch.Generator:
         """A torch generator on this device for the named stream."""
+        import numpy as np
+        import torch
+
         generator = torch.Generator(device=self.device)
         generator.manual_seed(int(np.random.SeedSequence(stream_seed(self.seed, stream)).generate_state(1)[0]))
         return generator
 
     def describe(self) -> str:
         """One line naming profile, seed, device and library versions."""
+        import numpy as np
+        import torch
+
         device = self.device.type
         if device == "cuda":
             device = f"cuda ({torch.cuda.get_device_name(self.device)})"
@@ -109,16 +127,11 @@ def configure_threads() -> int:
     torch through ``torch.set_num_threads``; numpy's and scipy's OpenBLAS and torch's OpenMP through
     threadpoolctl, since they may have started before the chapter imported dropnb.
     """
+    import threadpoolctl
+    import torch
+
     threads = threads_from_environment()
     torch.set_num_threads(threads)
     threadpoolctl.threadpool_limits(threads)
     return threads
 
-
-def book_root(start: Path | None = None) -> Path:
-    """The book's top folder (the first parent holding ``_config.yml``), else the start folder."""
-    start = (start or Path.cwd()).resolve()
-    for folder in (start, *start.parents):
-        if (folder / "_config.yml").is_file():
-            return folder
-    return start

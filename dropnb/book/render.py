@@ -7,7 +7,7 @@
   verdict and statement, then measured value, target and tolerance with the tolerance's origin,
   then the source; the full record is one click away (a ``<details>`` element).
 * :func:`claims_table` is a table of records whose columns stack into labelled lines on a narrow
-  screen (the book's stylesheet, ``dropnb/static/dropnb.css``).
+  screen (the book's stylesheet, ``dropnb/book/static/dropnb.css``).
 
 The Markdown is MyST with raw HTML wrappers (``<div>``, ``<details>``) on lines of their own, so
 it reads the same in the built book and in Jupyter.
@@ -20,7 +20,7 @@ import re
 from dataclasses import asdict, is_dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from . import checks
+from .. import checks
 
 RELATIONS = {"close": "≈", "at_most": "≤", "at_least": "≥", "differs": "≠"}
 COMPARISONS = {

@@ -25,8 +25,9 @@ from pathlib import Path
 
 import nbformat
 
-from . import checks
-from .notebooks import LEDGER, ROOT, Job, Outcome
+from .. import checks
+from .layout import ROOT, ledger
+from .notebooks import Job, Outcome
 
 RESULTS = ROOT / "benchmarks" / "results"
 PROBE_FILE = "probe.json"
@@ -54,7 +55,7 @@ ROW_KEYS = ("page", "profile", "seed", "date", "commit", "seconds", "time_limit"
 
 def probed_job(page: str, folder: Path, profile: str, seed: int | None = None, environment: dict | None = None,
                timeout: float | None = None) -> Job:
-    """A :class:`~dropnb.notebooks.Job` that runs ``page`` with the probe prepended (its notebook and
+    """A :class:`~dropnb.book.notebooks.Job` that runs ``page`` with the probe prepended (its notebook and
     records go to ``folder``)."""
     folder = Path(folder)
     return Job(page, folder, profile=profile, seed=seed, environment=environment or {}, timeout=timeout,
@@ -91,7 +92,7 @@ def commit() -> str | None:
 
 def ledger_counts() -> dict[str, int]:
     """How many claim ids each page has in the committed ledger."""
-    return {page: len(ids) for page, ids in json.loads(LEDGER.read_text()).items()}
+    return {page: len(ids) for page, ids in ledger().items()}
 
 
 def row(outcome: Outcome) -> dict:

@@ -2,11 +2,11 @@
 
 Command line (from the book's top folder)::
 
-    python -m dropnb.notebooks run regularizer --profile full         # execute one chapter
-    python -m dropnb.notebooks all --folder _build/quick               # every chapter, records into a folder
-    python -m dropnb.notebooks seeds --count 10                       # every chapter under 10 other seeds
-    python -m dropnb.notebooks paths                                  # other numeric code paths vs goldens
-    python -m dropnb.notebooks cache _build                           # the book's pages into the build's cache
+    python -m dropnb.book.notebooks run regularizer --profile full    # execute one chapter
+    python -m dropnb.book.notebooks all --folder _build/quick          # every chapter, records into a folder
+    python -m dropnb.book.notebooks seeds --count 10                  # every chapter under 10 other seeds
+    python -m dropnb.book.notebooks paths                             # other numeric code paths vs goldens
+    python -m dropnb.book.notebooks cache _build                      # the book's pages into the build's cache
 
 A chapter is a MyST Markdown notebook ``chapters/<name>.md``; it is converted with jupytext and
 executed by papermill with the working directory ``chapters/`` and the parameters ``profile``
@@ -19,7 +19,6 @@ executing the pages one after another.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -36,19 +35,12 @@ import nbformat
 import papermill
 import psutil
 
-from . import checks
-from .claims import CLAIMS_DIR_VARIABLE, load_records
-from .config import PROFILES, book_root, resolve_profile
+from .. import checks
+from .claims import load_records
+from .config import resolve_profile
+from .layout import CHAPTERS, CLAIMS_DIR_VARIABLE, PROFILES, ROOT, pages_with_claims
+from .regression import compare_folder, verdict
 from .threads import thread_environment
-
-ROOT = book_root(Path(__file__).parent)
-CHAPTERS = ROOT / "chapters"
-LEDGER = CHAPTERS / "ledger.json"
-
-
-def chapters_with_claims() -> list[str]:
-    """The chapters named in the committed ledger, in book order."""
-    return list(json.loads(LEDGER.read_text()))
 
 
 def load_chapter(name: str) -> nbformat.NotebookNode:
@@ -154,13 +146,13 @@ CODE_PATHS = {
 
 
 def run_job(job: Job) -> Outcome:
-    """Execute ``job`` in a fresh process (``python -m dropnb.notebooks run``); records go to its folder.
+    """Execute ``job`` in a fresh process (``python -m dropnb.book.notebooks run``); records go to its folder.
 
     At the job's time limit the process and everything it started (its kernel) are killed; the
     records written until then are kept and the outcome says ``timed_out``."""
     folder = job.folder.resolve()
     folder.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "dropnb.notebooks", "run", job.chapter, "--profile", job.profile,
+    command = [sys.executable, "-m", "dropnb.book.notebooks", "run", job.chapter, "--profile", job.profile,
                "--claims-dir", str(folder), "--output", str(folder / f"{job.chapter}.ipynb")]
     if job.seed is not None:
         command += ["--seed", str(job.seed)]
@@ -222,8 +214,6 @@ def _report(outcomes: Iterable[Outcome]) -> int:
 
 def _check_code_paths(names: list[str], folder: Path) -> int:
     """Run ``names`` on every code path of :data:`CODE_PATHS`; return 1 if any run or comparison fails."""
-    from .regression import compare_folder, verdict
-
     checks = failures = 0
     for number, (path, (threads, environment)) in enumerate(CODE_PATHS.items()):
         print(f"code path: {path}", flush=True)
@@ -259,7 +249,7 @@ def fill_execution_cache(build: Path, names: list[str], timeout: int = 900) -> l
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dropnb.notebooks", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m dropnb.book.notebooks", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="execute one chapter with papermill")
     run.add_argument("chapter")
@@ -288,8 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     cache.add_argument("chapters", nargs="*", help="default: every chapter in the ledger")
     args = parser.parse_args(argv)
     if args.command == "cache":
-        failed = fill_execution_cache(args.build, args.chapters or chapters_with_claims())
-        print(f"cached {len(args.chapters or chapters_with_claims()) - len(failed)} pages" + (f"; failed: {', '.join(failed)}" if failed else ""))
+        failed = fill_execution_cache(args.build, args.chapters or pages_with_claims())
+        print(f"cached {len(args.chapters or pages_with_claims()) - len(failed)} pages" + (f"; failed: {', '.join(failed)}" if failed else ""))
         return 0
     if args.command == "run":
         profile = resolve_profile(args.profile)
@@ -297,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         execute(args.chapter, output, profile=profile, seed=args.seed, claims_dir=args.claims_dir, prepend=args.prepend)
         print(f"executed {args.chapter} at profile {profile}: {output}")
         return 0
-    names = args.chapters or chapters_with_claims()
+    names = args.chapters or pages_with_claims()
     if args.command == "paths":
         return _check_code_paths(names, args.folder)
     if args.command == "all":

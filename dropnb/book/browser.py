@@ -12,7 +12,7 @@ Uses Debian's ``chromium`` and ``chromium-driver`` through Selenium; nothing is 
 * :func:`print_book` prints every page of the built book, in the order of its table of
   contents, and joins them into one PDF.
 
-Command line: ``python -m dropnb.browser pdf _build/html _build/pdf/dropout-derived.pdf``.
+Command line: ``python -m dropnb.book.browser pdf _build/html _build/pdf/dropout-derived.pdf``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from .config import book_root
+from .layout import pages
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")  # the first one installed is used
 DRIVER = "chromedriver"
@@ -267,19 +267,7 @@ def print_pdf(driver, url: str, path: Path) -> Path:
     return path
 
 
-def book_pages(root: Path) -> list[str]:
-    """The book's pages in reading order, from its table of contents (``_toc.yml``)."""
-    import yaml
-
-    toc = yaml.safe_load((root / "_toc.yml").read_text())
-    pages = [toc["root"]]
-    for part in toc.get("parts", []):
-        for chapter in part["chapters"]:
-            pages += [chapter["file"]] + [section["file"] for section in chapter.get("sections", [])]
-    return pages
-
-
-def print_book(site: Path, root: Path, output: Path) -> Path:
+def print_book(site: Path, output: Path) -> Path:
     """Print every page of the built site ``site`` in reading order into one PDF, ``output``.
 
     Each page is printed on its own (a single page holding the whole book is too large for the
@@ -289,7 +277,7 @@ def print_book(site: Path, root: Path, output: Path) -> Path:
 
     writer = PdfWriter()
     with tempfile.TemporaryDirectory() as scratch, serve(site) as base, browser(1200) as driver:
-        for number, page in enumerate(book_pages(root)):
+        for number, page in enumerate(pages()):
             printed = print_pdf(driver, f"{base}/{page}.html", Path(scratch) / f"{number:03d}.pdf")
             writer.append(str(printed), outline_item=driver.title.split(" — ")[0])
         output.parent.mkdir(parents=True, exist_ok=True)
@@ -299,20 +287,19 @@ def print_book(site: Path, root: Path, output: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m dropnb.browser", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m dropnb.book.browser", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     pdf = commands.add_parser("pdf", help="print the built book, every page in reading order, to one PDF file")
     pdf.add_argument("site", type=Path, help="the built HTML book (_build/html)")
     pdf.add_argument("output", type=Path, help="the PDF file to write")
     args = parser.parse_args(argv)
-    root = book_root(Path(__file__).parent)
-    missing = [page for page in book_pages(root) if not (args.site / f"{page}.html").is_file()]
+    missing = [page for page in pages() if not (args.site / f"{page}.html").is_file()]
     if missing:
         parser.error(f"site must be the built book, but it lacks {missing[:3]}: build it first (make book)")
     if not available():
         parser.error(MISSING)
-    written = print_book(args.site, root, args.output)
-    print(f"wrote {written} ({written.stat().st_size / 1e6:.1f} MB, {len(book_pages(root))} pages of the book)")
+    written = print_book(args.site, args.output)
+    print(f"wrote {written} ({written.stat().st_size / 1e6:.1f} MB, {len(pages())} pages of the book)")
 
 
 if __name__ == "__main__":

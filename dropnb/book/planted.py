@@ -17,7 +17,7 @@ and a prepended bug would not reach them either.
 
 Command line (the chapters' records and outcomes go under the folder)::
 
-    python -m dropnb.planted FOLDER SPEC.json      # SPEC: [{"chapter", "code"}, ...]
+    python -m dropnb.book.planted FOLDER SPEC.json      # SPEC: [{"chapter", "code"}, ...]
 """
 
 from __future__ import annotations
@@ -37,9 +37,10 @@ import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import checks
-from .claims import CLAIMS_DIR_VARIABLE, Claims, load_records
-from .notebooks import CHAPTERS, Job, Outcome, load_chapter
+from .. import checks
+from .claims import Claims, load_records
+from .layout import CHAPTERS, CLAIMS_DIR_VARIABLE
+from .notebooks import Job, Outcome, load_chapter
 
 OUTCOME_FILE = "outcome.json"
 
@@ -311,9 +312,9 @@ def _import_all() -> None:
 
     import dropnb
 
-    for info in pkgutil.iter_modules(dropnb.__path__):
+    for info in pkgutil.walk_packages(dropnb.__path__, "dropnb."):
         try:
-            importlib.import_module(f"dropnb.{info.name}")
+            importlib.import_module(info.name)
         except ImportError:
             pass
 
@@ -349,7 +350,7 @@ def run_bugs(bugs: list[Bug], parallel: int = 1) -> None:
 
 def run(bugs: list[tuple[str, str]], folder: Path, parallel: int = 1) -> list[Outcome]:
     """Run the planted bugs ``(chapter, code)`` at ``quick`` in a process of their own; return one
-    :class:`~dropnb.notebooks.Outcome` per bug, in order (records in ``folder/bug-<k>``)."""
+    :class:`~dropnb.book.notebooks.Outcome` per bug, in order (records in ``folder/bug-<k>``)."""
     for chapter, code in bugs:
         load_chapter(chapter)
         checks.text(code, "code")
@@ -361,7 +362,7 @@ def run(bugs: list[tuple[str, str]], folder: Path, parallel: int = 1) -> list[Ou
     spec.write_text(json.dumps([dict(chapter=chapter, code=code) for chapter, code in bugs]))
     log = folder / "log.txt"
     with log.open("w") as output:
-        subprocess.run([sys.executable, "-m", "dropnb.planted", str(folder), str(spec), "--parallel", str(parallel)],
+        subprocess.run([sys.executable, "-m", "dropnb.book.planted", str(folder), str(spec), "--parallel", str(parallel)],
                        stdout=output, stderr=subprocess.STDOUT)
     outcomes = []
     for k, (chapter, code) in enumerate(bugs):
@@ -379,7 +380,7 @@ def run(bugs: list[tuple[str, str]], folder: Path, parallel: int = 1) -> list[Ou
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dropnb.planted", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m dropnb.book.planted", description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path)
     parser.add_argument("spec", type=Path, help='JSON list of {"chapter": ..., "code": ...}')
     parser.add_argument("--parallel", type=int, default=os.cpu_count() or 1)

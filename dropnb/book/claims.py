@@ -5,7 +5,7 @@ origin is stated (``basis``): machine precision, a Monte-Carlo standard error, a
 tolerance. An *erratum* holds one measured value against a printed statement (which must fail)
 and a corrected one (which must hold). Each record
 
-* shows itself as a short Markdown block in a notebook (:func:`dropnb.render.claim_block`: the
+* shows itself as a short Markdown block in a notebook (:func:`dropnb.book.render.claim_block`: the
   verdict, the statement, measured against target with the tolerance and its origin, the full
   record one click away) and prints one line elsewhere,
 * is glued into the notebook under its id (``myst_nb.glue``) so the prose can quote it,
@@ -18,7 +18,6 @@ the tests.
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 import weakref
@@ -27,11 +26,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 
-from . import checks
-from .config import PROFILES, book_root
+from .. import checks
+from .layout import PROFILES, claims_dir
 from .render import COMPARISONS, RELATIONS, claim_block, claims_table
 
-CLAIMS_DIR_VARIABLE = "DROPNB_CLAIMS_DIR"
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
@@ -53,12 +51,6 @@ def holds(measured: float, target: float, comparison: str, tolerance: float) -> 
     if comparison == "differs":
         return abs(measured - target) > tolerance
     raise ValueError(f"comparison must be one of {sorted(COMPARISONS)}, got {comparison!r}")
-
-
-def claims_dir() -> Path:
-    """``$DROPNB_CLAIMS_DIR`` if set, else ``_build/claims`` under the book's top folder."""
-    value = os.environ.get(CLAIMS_DIR_VARIABLE)
-    return Path(value) if value else book_root() / "_build" / "claims"
 
 
 @dataclass

