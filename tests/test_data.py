@@ -57,3 +57,12 @@ def test_population_form_reproduces_the_data_loss(d2, n):
 def test_population_form_bad_input(X, Y, match):
     with pytest.raises(ValueError, match=match):
         data.population_form(X, Y)
+
+
+def test_haar_orthogonal_moves_the_signs_of_r_into_q():
+    """Q is the QR factor of the generator's first Gaussian draw G whose triangle Qᵀ G has a positive
+    diagonal (the documented construction; the other sign gives −Q, Haar as well, another instance)."""
+    G = np.random.default_rng(5).standard_normal((6, 6))
+    R = data.haar_orthogonal(6, np.random.default_rng(5)).T @ G
+    np.testing.assert_allclose(np.tril(R, -1), 0.0, atol=1e-12)
+    assert np.all(np.diag(R) > 0)

@@ -347,3 +347,12 @@ def test_meta_algorithm_certifies_networks_that_descent_alone_leaves_stuck(probl
         assert cert.dual <= reference.primal + 1e-9 and cert.primal >= reference.primal - 1e-9
     with pytest.raises(ValueError, match="batch"):
         hg.meta_algorithm(X, Y, W1[0], W2[0], lam, [(0.05, 10)], [(0.05, 10)], accuracy=1e-2, rounds=2)
+
+
+def test_sector_reference_checks_its_gap_every_check_every_iterations(problem):
+    """The stopping rule as documented: the gap is computed every ``check_every`` iterations (and at the
+    last), so the run stops at one of those, with the gap below tol·primal."""
+    X, Y, lam, reference = problem
+    assert reference.iterations % 50 == 0 and reference.primal - reference.dual <= 1e-11 * reference.primal
+    again = hg.sector_reference(X, Y[0], lam, tol=1e-11, check_every=7)
+    assert again.iterations % 7 == 0

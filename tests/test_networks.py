@@ -234,3 +234,12 @@ def test_balanced_scalar_steps_reject_bad_levels():
         networks.balanced_scalar_steps(3, [0.1], 0.01, 1.3, 0.7, 0.05)
     with pytest.raises(ValueError, match="level"):
         networks.balanced_scalar_steps(3, [0.1], 0.01, 1.3, 0.7, 2.0)
+
+
+def test_planted_moments_follow_their_documented_input_law():
+    """Σxx = AAᵀ/n₀ + I/2 with A the generator's first Gaussian draw (n₀ × n₀): another scale keeps the
+    key spectrum, so only this pins the law the chapter's instances are drawn from."""
+    n0 = 5
+    Sxx, _, _ = networks.planted_moments(n0, [3.0, 1.0], np.random.default_rng(4))
+    A = np.random.default_rng(4).standard_normal((n0, n0))
+    np.testing.assert_allclose(Sxx, A @ A.T / n0 + np.eye(n0) / 2, rtol=0, atol=1e-13)
