@@ -3,7 +3,7 @@ norm, singular value thresholding, global-optimality certificates and the column
 
 Conventions (Vidal et al. 2022, §1.4.1, with the ½ of their (1.33)): Y ∈ ℝ^{n₂×n₀}, factors
 U ∈ ℝ^{n₂×n₁} with columns uᵢ and V ∈ ℝ^{n₀×n₁} with columns vᵢ, Z = UVᵀ, residual R = Y − UVᵀ.
-The objective with weight decay λ ≥ 0 and dropout weight κ ≥ 0 is
+The objective with weight decay λ ≥ 0 (``decay`` = λ, the weight decay) and dropout weight κ ≥ 0 is
 
     F(U, V) = ½‖Y − UVᵀ‖²_F + (λ/2)(‖U‖²_F + ‖V‖²_F) + κ Σᵢ ‖uᵢ‖²‖vᵢ‖²,
     ∇_U F = −RV + λU + 2κ U Diag(‖vᵢ‖²),   ∇_V F = −RᵀU + λV + 2κ V Diag(‖uᵢ‖²);
@@ -93,22 +93,22 @@ def _sq(A: np.ndarray) -> np.ndarray:
 # the convex problem
 
 
-def singular_value_threshold(Y, lam: float) -> np.ndarray:
+def singular_value_threshold(Y, decay: float) -> np.ndarray:
     """D_λ(Y) = A(Σ − λI)₊Bᵀ from the thin SVD Y = AΣBᵀ: the minimizer of ½‖Y − Z‖²_F + λ‖Z‖_*."""
-    Y, lam = checks.matrix(Y, "Y"), checks.nonnegative(lam, "lam")
+    Y, decay = checks.matrix(Y, "Y"), checks.nonnegative(decay, "decay")
     A, s, Bt = np.linalg.svd(Y, full_matrices=False)
-    return (A * np.maximum(s - lam, 0.0)) @ Bt
+    return (A * np.maximum(s - decay, 0.0)) @ Bt
 
 
-def convex_objective(Y, Z, lam: float, kappa: float = 0.0, width: int | None = None):
+def convex_objective(Y, Z, decay: float, kappa: float = 0.0, width: int | None = None):
     """P(Z) = ½‖Y − Z‖²_F + λ‖Z‖_* + (κ/width)‖Z‖²_* ((1.35) for κ = 0; ``width`` needed when κ > 0);
     Z may be a batch (…, n₂, n₀)."""
     Y, Z = checks.matrix(Y, "Y"), checks.matrix(Z, "Z", batched=True)
     if Z.shape[-2:] != Y.shape:
         raise ValueError(f"Z must have the shape of Y {Y.shape}, got {Z.shape}")
-    lam, kappa = checks.nonnegative(lam, "lam"), checks.nonnegative(kappa, "kappa")
+    decay, kappa = checks.nonnegative(decay, "decay"), checks.nonnegative(kappa, "kappa")
     nuclear = np.linalg.svd(Z, compute_uv=False).sum(-1)
-    value = 0.5 * _sq(Y - Z) + lam * nuclear
+    value = 0.5 * _sq(Y - Z) + decay * nuclear
     if kappa > 0:
         if width is None:
             raise ValueError("width is required when kappa > 0")
@@ -120,42 +120,42 @@ def convex_objective(Y, Z, lam: float, kappa: float = 0.0, width: int | None = N
 # the factorized objective (batched over leading dimensions)
 
 
-def objective(Y, U, V, lam, kappa=0.0):
+def objective(Y, U, V, decay, kappa=0.0):
     """F(U, V) = ½‖Y − UVᵀ‖²_F + (λ/2)(‖U‖²_F + ‖V‖²_F) + κ Σᵢ‖uᵢ‖²‖vᵢ‖², per batch entry."""
     Y, U, V = _check_problem(Y, U, V)
-    lam, kappa = checks.weights(lam, "lam", U.shape[:-2]), checks.weights(kappa, "kappa", U.shape[:-2])
-    value = 0.5 * _sq(Y - U @ np.swapaxes(V, -1, -2)) + 0.5 * lam * (_sq(U) + _sq(V))
+    decay, kappa = checks.weights(decay, "decay", U.shape[:-2]), checks.weights(kappa, "kappa", U.shape[:-2])
+    value = 0.5 * _sq(Y - U @ np.swapaxes(V, -1, -2)) + 0.5 * decay * (_sq(U) + _sq(V))
     value = value + kappa * np.sum(np.sum(U**2, axis=-2) * np.sum(V**2, axis=-2), axis=-1)
     return _scalar(value)
 
 
-def _gradient(Y, U, V, lam, kappa):
+def _gradient(Y, U, V, decay, kappa):
     residual = Y - U @ np.swapaxes(V, -1, -2)
-    lam, kappa = lam[..., None, None], kappa[..., None, None]
-    grad_u = -residual @ V + lam * U + 2 * kappa * U * np.sum(V**2, axis=-2, keepdims=True)
-    grad_v = -np.swapaxes(residual, -1, -2) @ U + lam * V + 2 * kappa * V * np.sum(U**2, axis=-2, keepdims=True)
+    decay, kappa = decay[..., None, None], kappa[..., None, None]
+    grad_u = -residual @ V + decay * U + 2 * kappa * U * np.sum(V**2, axis=-2, keepdims=True)
+    grad_v = -np.swapaxes(residual, -1, -2) @ U + decay * V + 2 * kappa * V * np.sum(U**2, axis=-2, keepdims=True)
     return grad_u, grad_v
 
 
-def gradient(Y, U, V, lam, kappa=0.0) -> tuple[np.ndarray, np.ndarray]:
+def gradient(Y, U, V, decay, kappa=0.0) -> tuple[np.ndarray, np.ndarray]:
     """(∇_U F, ∇_V F) = (−RV + λU + 2κU Diag(‖vᵢ‖²), −RᵀU + λV + 2κV Diag(‖uᵢ‖²)), R = Y − UVᵀ; batched."""
     Y, U, V = _check_problem(Y, U, V)
     batch = U.shape[:-2]
-    return _gradient(Y, U, V, checks.weights(lam, "lam", batch), checks.weights(kappa, "kappa", batch))
+    return _gradient(Y, U, V, checks.weights(decay, "decay", batch), checks.weights(kappa, "kappa", batch))
 
 
-def flat_objective(Y, width: int, lam: float, kappa: float = 0.0):
+def flat_objective(Y, width: int, decay: float, kappa: float = 0.0):
     """F as a torch function of x = (vec U, vec V) (row-major), for autograd Hessians and optimizers;
     returns (objective, unpack) with unpack(x) = (U, V) as numpy arrays."""
     Y, r = checks.matrix(Y, "Y"), checks.integer(width, "width")
-    lam, kappa = checks.nonnegative(lam, "lam"), checks.nonnegative(kappa, "kappa")
+    decay, kappa = checks.nonnegative(decay, "decay"), checks.nonnegative(kappa, "kappa")
     (n2, n0), split = Y.shape, Y.shape[0] * r
     Y_t = torch.tensor(Y)
 
     def fun(x: torch.Tensor) -> torch.Tensor:
         U, V = x[:split].reshape(n2, r), x[split:].reshape(n0, r)
         penalty = ((U**2).sum(0) * (V**2).sum(0)).sum()
-        return 0.5 * ((Y_t - U @ V.T) ** 2).sum() + 0.5 * lam * ((U**2).sum() + (V**2).sum()) + kappa * penalty
+        return 0.5 * ((Y_t - U @ V.T) ** 2).sum() + 0.5 * decay * ((U**2).sum() + (V**2).sum()) + kappa * penalty
 
     def unpack(x) -> tuple[np.ndarray, np.ndarray]:
         x = np.asarray(x, dtype=np.float64)
@@ -190,26 +190,26 @@ def balanced_factors(Z, width: int | None = None) -> tuple[np.ndarray, np.ndarra
     return U, V
 
 
-def optimal_factors(Y, lam: float, width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def optimal_factors(Y, decay: float, width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The global minimizer of F (κ = 0) over factors of ``width`` columns (default min(n₂, n₀), the
     thin SVD): A(Σ − λI)₊^{1/2}, B(Σ − λI)₊^{1/2} truncated to the top ``width`` pairs, zero-padded.
     For width ≥ #{σᵢ > λ} its product is D_λ(Y) (Vidal et al. 2022, p. 1.4.1 after Corollary 1.6)."""
-    Y, lam = checks.matrix(Y, "Y"), checks.nonnegative(lam, "lam")
+    Y, decay = checks.matrix(Y, "Y"), checks.nonnegative(decay, "decay")
     A, s, Bt = np.linalg.svd(Y, full_matrices=False)
     width = len(s) if width is None else checks.integer(width, "width")
     k = min(width, len(s))
-    root = np.sqrt(np.maximum(s[:k] - lam, 0.0))
+    root = np.sqrt(np.maximum(s[:k] - decay, 0.0))
     U, V = np.zeros((Y.shape[0], width)), np.zeros((Y.shape[1], width))
     U[:, :k], V[:, :k] = A[:, :k] * root, Bt[:k].T * root
     return U, V
 
 
-def optimal_value(spectrum, lam: float, width: int | None = None) -> float:
+def optimal_value(spectrum, decay: float, width: int | None = None) -> float:
     """min F over width-k factors (κ = 0): Σ_{i≤k} h(σᵢ) + Σ_{i>k} σᵢ²/2, h(σ) = λσ − λ²/2 if σ > λ
     else σ²/2; k = ``width`` (all values when omitted: the optimum of (1.33) and of (1.35))."""
-    s, lam = check_spectrum(spectrum), checks.nonnegative(lam, "lam")
+    s, decay = check_spectrum(spectrum), checks.nonnegative(decay, "decay")
     k = len(s) if width is None else min(checks.integer(width, "width"), len(s))
-    head = np.where(s[:k] > lam, lam * s[:k] - lam**2 / 2, s[:k] ** 2 / 2)
+    head = np.where(s[:k] > decay, decay * s[:k] - decay**2 / 2, s[:k] ** 2 / 2)
     return float(head.sum() + np.sum(s[k:] ** 2) / 2)
 
 
@@ -254,24 +254,24 @@ class PolarCertificate:
     gradient_norm: float
     rounding: float
 
-    def holds(self, lam: float, relative: float) -> bool:
+    def holds(self, decay: float, relative: float) -> bool:
         """Condition (ii) as a test: σ_max ≤ λ(1 + ``relative``); never a strict σ_max < λ, since
         σ_max = λ exactly at every global minimum where some σᵢ(Y) ≥ λ."""
-        return self.sigma_max <= checks.nonnegative(lam, "lam") * (1 + checks.nonnegative(relative, "relative"))
+        return self.sigma_max <= checks.nonnegative(decay, "decay") * (1 + checks.nonnegative(relative, "relative"))
 
 
-def polar_certificate(Y, U, V, lam: float) -> PolarCertificate:
+def polar_certificate(Y, U, V, decay: float) -> PolarCertificate:
     """The quantities of Corollary 1.6 and of the polar problem at one point (U, V) of (1.33)."""
     Y, U, V = _check_problem(Y, U, V)
     if U.ndim != 2:
         raise ValueError(f"certificate takes one point, got U of shape {U.shape}")
-    lam = checks.nonnegative(lam, "lam")
+    decay = checks.nonnegative(decay, "decay")
     Z = U @ V.T
     sigma, left, right = top_singular_triple(Y - Z)
-    grad_u, grad_v = gradient(Y, U, V, lam)
+    grad_u, grad_v = gradient(Y, U, V, decay)
     return PolarCertificate(
         sigma_max=sigma, left=left, right=right,
-        scaling_residual=float(np.sum((Y - Z) * Z) - lam / 2 * (_sq(U) + _sq(V))),
+        scaling_residual=float(np.sum((Y - Z) * Z) - decay / 2 * (_sq(U) + _sq(V))),
         gradient_norm=float(np.sqrt(_sq(grad_u) + _sq(grad_v))),
         rounding=spectral_rounding(Y, U, V),
     )
@@ -285,18 +285,18 @@ def spectral_rounding(Y, U, V):
     return _scalar(roundoff_tolerance(n) * (np.linalg.norm(Y) + np.sqrt(_sq(U) * _sq(V))))
 
 
-def value_rounding(Y, U, V, lam, kappa=0.0):
+def value_rounding(Y, U, V, decay, kappa=0.0):
     """γₙ[(‖Y‖_F + ‖U‖_F‖V‖_F)² + λ(‖U‖²_F + ‖V‖²_F) + κ‖U‖²_F‖V‖²_F], n = 10·n₂n₀·max(n₁, 1): a
     rounding bound on one evaluation of F; batched."""
     Y, U, V = _check_problem(Y, U, V)
     batch = U.shape[:-2]
-    lam, kappa = checks.weights(lam, "lam", batch), checks.weights(kappa, "kappa", batch)
+    decay, kappa = checks.weights(decay, "decay", batch), checks.weights(kappa, "kappa", batch)
     n = 10 * Y.shape[0] * Y.shape[1] * max(U.shape[-1], 1)
-    size = (np.linalg.norm(Y) + np.sqrt(_sq(U) * _sq(V))) ** 2 + lam * (_sq(U) + _sq(V)) + kappa * _sq(U) * _sq(V)
+    size = (np.linalg.norm(Y) + np.sqrt(_sq(U) * _sq(V))) ** 2 + decay * (_sq(U) + _sq(V)) + kappa * _sq(U) * _sq(V)
     return _scalar(roundoff_tolerance(n) * size)
 
 
-def duality_gap(Y, U, V, lam, kappa=0.0):
+def duality_gap(Y, U, V, decay, kappa=0.0):
     """F(U, V) − D(Q), an upper bound on F(U, V) − min F over factors with as many non-zero units,
     with the dual point Q = R (κ > 0) or Q = R·min(1, λ/σ_max(R)) (κ = 0). The width in Ω* is the
     number r of units with ‖uᵢ‖‖vᵢ‖ ≠ 0 (Cauchy–Schwarz needs only those), so zero-padded columns do
@@ -304,17 +304,17 @@ def duality_gap(Y, U, V, lam, kappa=0.0):
     whenever that width does not bind. Batched."""
     Y, U, V = _check_problem(Y, U, V)
     batch = U.shape[:-2]
-    lam, kappa = checks.weights(lam, "lam", batch), checks.weights(kappa, "kappa", batch)
+    decay, kappa = checks.weights(decay, "decay", batch), checks.weights(kappa, "kappa", batch)
     width = np.maximum(np.count_nonzero(np.sum(U**2, axis=-2) * np.sum(V**2, axis=-2), axis=-1), 1)
     R = Y - U @ np.swapaxes(V, -1, -2)
     sigma = np.linalg.svd(R, compute_uv=False)[..., 0]
     dropout = kappa > 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        scale = np.where(dropout, 1.0, np.where(sigma > lam, lam / sigma, 1.0))
-        conjugate = np.where(dropout, width * np.maximum(sigma - lam, 0.0) ** 2 / (4 * np.where(dropout, kappa, 1.0)), 0.0)
+        scale = np.where(dropout, 1.0, np.where(sigma > decay, decay / sigma, 1.0))
+        conjugate = np.where(dropout, width * np.maximum(sigma - decay, 0.0) ** 2 / (4 * np.where(dropout, kappa, 1.0)), 0.0)
     Q = R * scale[..., None, None]
     dual = np.sum(Q * Y, axis=(-2, -1)) - 0.5 * _sq(Q) - conjugate
-    return _scalar(objective(Y, U, V, lam, kappa) - dual)
+    return _scalar(objective(Y, U, V, decay, kappa) - dual)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -333,12 +333,12 @@ def append_column(U, V, u, v, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
     return np.column_stack([U, root * u]), np.column_stack([V, root * v])
 
 
-def append_change(sigma: float, epsilon: float, lam: float = 0.0, kappa: float = 0.0) -> float:
+def append_change(sigma: float, epsilon: float, decay: float = 0.0, kappa: float = 0.0) -> float:
     """ΔF(ε) = ε(λ − σ) + ε²(½ + κ): the exact change of F when a column (√ε u, √ε v) with unit u, v
     and uᵀRv = σ is appended (weight decay λ, dropout κ)."""
     sigma = checks.number(sigma, "sigma")
-    epsilon, lam, kappa = checks.nonnegative(epsilon, "epsilon"), checks.nonnegative(lam, "lam"), checks.nonnegative(kappa, "kappa")
-    return epsilon * (lam - sigma) + epsilon**2 * (0.5 + kappa)
+    epsilon, decay, kappa = checks.nonnegative(epsilon, "epsilon"), checks.nonnegative(decay, "decay"), checks.nonnegative(kappa, "kappa")
+    return epsilon * (decay - sigma) + epsilon**2 * (0.5 + kappa)
 
 
 def split_units(U, V, copies: int) -> tuple[np.ndarray, np.ndarray]:
@@ -365,7 +365,7 @@ def expose_null_columns(U, V) -> tuple[np.ndarray, np.ndarray]:
 # algorithms
 
 
-def gradient_descent(Y, U0, V0, lam, kappa=0.0, *, step: float, tol: float, max_steps: int,
+def gradient_descent(Y, U0, V0, decay, kappa=0.0, *, step: float, tol: float, max_steps: int,
                      trace_every: int | None = None) -> Run:
     """U ← U − η∇_U F, V ← V − η∇_V F for a batch of runs (leading dimensions of U0, V0; λ and κ may
     differ per run), each frozen once ‖∇F‖ ≤ ``tol``, on :func:`dropnb.engine.descend`. Zero
@@ -378,7 +378,7 @@ def gradient_descent(Y, U0, V0, lam, kappa=0.0, *, step: float, tol: float, max_
     or ``max_steps``."""
     Y, U, V = _check_problem(Y, U0, V0, ("U0", "V0"))
     batch = U.shape[:-2]
-    lam, kappa = checks.weights(lam, "lam", batch), checks.weights(kappa, "kappa", batch)
+    decay, kappa = checks.weights(decay, "decay", batch), checks.weights(kappa, "kappa", batch)
     step, tol = checks.positive(step, "step"), checks.positive(tol, "tol")
     max_steps = checks.integer(max_steps, "max_steps")
     if trace_every is not None:
@@ -388,7 +388,7 @@ def gradient_descent(Y, U0, V0, lam, kappa=0.0, *, step: float, tol: float, max_
     active = np.ones(batch, dtype=bool)
 
     def advance(t: int, eta: float) -> bool | None:
-        grad_u, grad_v = _gradient(Y, state["U"], state["V"], lam, kappa)
+        grad_u, grad_v = _gradient(Y, state["U"], state["V"], decay, kappa)
         norm = np.sqrt(_sq(grad_u) + _sq(grad_v))
         check_finite(dict(gradient=np.where(active, norm, 0.0)), t, "gradient descent")  # a NaN norm would freeze the run
         active[...] &= norm > tol
@@ -402,9 +402,9 @@ def gradient_descent(Y, U0, V0, lam, kappa=0.0, *, step: float, tol: float, max_
 
     run = descend(state, advance, Schedule.constant(step, max_steps),
                   checkpoints=[0] if trace_every is None else np.arange(0, max_steps + 1, trace_every),
-                  metrics=None if trace_every is None else lambda s: dict(objective=objective(Y, s["U"], s["V"], lam, kappa)),
+                  metrics=None if trace_every is None else lambda s: dict(objective=objective(Y, s["U"], s["V"], decay, kappa)),
                   progress=False, description="gradient descent")
-    grad_u, grad_v = _gradient(Y, run.final["U"], run.final["V"], lam, kappa)
+    grad_u, grad_v = _gradient(Y, run.final["U"], run.final["V"], decay, kappa)
     norm = np.sqrt(_sq(grad_u) + _sq(grad_v))
     run.outcome.update(iterations=iterations, gradient_norm=norm, converged=norm <= tol)
     return run
@@ -438,7 +438,7 @@ class MetaRun:
     certified: bool = False
 
 
-def meta_algorithm(Y, lam: float, U0, V0, *, step: float, gradient_tol: float, certificate_tol: float,
+def meta_algorithm(Y, decay: float, U0, V0, *, step: float, gradient_tol: float, certificate_tol: float,
                    epsilon: float | None = None, max_stages: int = 50, max_steps: int = 100_000,
                    trace_every: int | None = None) -> MetaRun:
     """Vidal et al. (2022, §1.4.1): (i) gradient descent at fixed width to ‖∇F‖ ≤ ``gradient_tol``;
@@ -447,7 +447,7 @@ def meta_algorithm(Y, lam: float, U0, V0, *, step: float, gradient_tol: float, c
     Y, U, V = _check_problem(Y, U0, V0, ("U0", "V0"))
     if U.ndim != 2:
         raise ValueError(f"meta_algorithm runs one problem, got U of shape {U.shape}")
-    lam = checks.positive(lam, "lam")
+    decay = checks.positive(decay, "decay")
     certificate_tol = checks.nonnegative(certificate_tol, "certificate_tol")
     checks.positive(gradient_tol, "gradient_tol")
     checks.positive(step, "step")
@@ -456,17 +456,17 @@ def meta_algorithm(Y, lam: float, U0, V0, *, step: float, gradient_tol: float, c
     max_stages = checks.integer(max_stages, "max_stages")
     stages = []
     for _ in range(max_stages):
-        run = gradient_descent(Y, U, V, lam, step=step, tol=gradient_tol, max_steps=max_steps,
+        run = gradient_descent(Y, U, V, decay, step=step, tol=gradient_tol, max_steps=max_steps,
                                trace_every=trace_every)
         U, V = run.final["U"], run.final["V"]
-        cert = polar_certificate(Y, U, V, lam)
-        stage = dict(width=U.shape[1], objective=objective(Y, U, V, lam), sigma_max=cert.sigma_max,
+        cert = polar_certificate(Y, U, V, decay)
+        stage = dict(width=U.shape[1], objective=objective(Y, U, V, decay), sigma_max=cert.sigma_max,
                      steps=int(run.outcome["iterations"]), converged=bool(run.outcome["converged"]), U=U, V=V,
                      trace=run.metrics.get("objective", np.empty(0)))
-        if cert.holds(lam, certificate_tol):
+        if cert.holds(decay, certificate_tol):
             stages.append(Stage(**stage))
             return MetaRun(U=U, V=V, stages=stages, certified=True)
-        eps = cert.sigma_max - lam if epsilon is None else epsilon
+        eps = cert.sigma_max - decay if epsilon is None else epsilon
         stages.append(Stage(**stage, epsilon=eps))
         U, V = append_column(U, V, cert.left, cert.right, eps)
     return MetaRun(U=U, V=V, stages=stages, certified=False)

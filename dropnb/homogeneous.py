@@ -8,8 +8,8 @@ W₂ ∈ ℝ^{n₂×r}). Its output and the weight decay are sums over units (Vi
     Φ = Σᵢ φᵢ = W₂ ReLU(W₁ᵀX),                          Θ = Σᵢ θᵢ,
     F(W) = ½‖Y − Φ‖²_F + λΘ                              (the ½ convention of the source's §1.4),
 
-both positively homogeneous of degree p = 2 in the weights of a unit (Definition 1.7). With the
-residual G = Y − Φ = −∇_Z ½‖Y − Z‖² and ReLU′(0) = 0,
+with ``decay`` = λ, the weight decay; φ and θ are both positively homogeneous of degree p = 2 in
+the weights of a unit (Definition 1.7). With the residual G = Y − Φ = −∇_Z ½‖Y − Z‖² and ReLU′(0) = 0,
 
     ∇_{W₂}F = −G Hᵀ + λW₂,   ∇_{W₁}F = −X((W₂ᵀG) ⊙ 1[W₁ᵀX > 0])ᵀ + λW₁,   H = ReLU(W₁ᵀX).
 
@@ -89,10 +89,10 @@ def check_weights(W1, W2, n0: int | None = None, n2: int | None = None) -> tuple
     return W1, W2
 
 
-def _check_network(X, Y, W1, W2, lam=None):
+def _check_network(X, Y, W1, W2, decay=None):
     X, Y = check_data(X, Y)
     W1, W2 = check_weights(W1, W2, X.shape[0], Y.shape[0])
-    return (X, Y, W1, W2) if lam is None else (X, Y, W1, W2, checks.positive(lam, "lam"))
+    return (X, Y, W1, W2) if decay is None else (X, Y, W1, W2, checks.positive(decay, "decay"))
 
 
 def _check_planar(X) -> np.ndarray:
@@ -152,21 +152,21 @@ def regularizer(W1, W2) -> np.ndarray | float:
     return float(value) if np.ndim(value) == 0 else value
 
 
-def objective(X, Y, W1, W2, lam) -> np.ndarray | float:
+def objective(X, Y, W1, W2, decay) -> np.ndarray | float:
     """F = ½‖Y − Φ‖²_F + λΘ, shape (…)."""
-    X, Y, W1, W2, lam = _check_network(X, Y, W1, W2, lam)
-    value = 0.5 * np.sum((Y - outputs(X, W1, W2)) ** 2, axis=(-2, -1)) + lam * regularizer(W1, W2)
+    X, Y, W1, W2, decay = _check_network(X, Y, W1, W2, decay)
+    value = 0.5 * np.sum((Y - outputs(X, W1, W2)) ** 2, axis=(-2, -1)) + decay * regularizer(W1, W2)
     return float(value) if np.ndim(value) == 0 else value
 
 
-def gradient(X, Y, W1, W2, lam) -> tuple[np.ndarray, np.ndarray]:
+def gradient(X, Y, W1, W2, decay) -> tuple[np.ndarray, np.ndarray]:
     """(∇_{W₁}F, ∇_{W₂}F) = (−X((W₂ᵀG) ⊙ 1[W₁ᵀX > 0])ᵀ + λW₁, −G Hᵀ + λW₂), G = Y − Φ, ReLU′(0) = 0."""
-    X, Y, W1, W2, lam = _check_network(X, Y, W1, W2, lam)
+    X, Y, W1, W2, decay = _check_network(X, Y, W1, W2, decay)
     Z = np.swapaxes(W1, -1, -2) @ X
     H = np.maximum(Z, 0.0)
     G = Y - W2 @ H
     back = (np.swapaxes(W2, -1, -2) @ G) * (Z > 0)
-    return -X @ np.swapaxes(back, -1, -2) + lam * W1, -G @ np.swapaxes(H, -1, -2) + lam * W2
+    return -X @ np.swapaxes(back, -1, -2) + decay * W1, -G @ np.swapaxes(H, -1, -2) + decay * W2
 
 
 def dropout_penalty(X, W1, W2) -> np.ndarray | float:
@@ -191,7 +191,7 @@ def split_units(W1, W2, shares) -> tuple[np.ndarray, np.ndarray]:
 # gradient descent, batched over a leading seed dimension
 
 
-def gradient_descent(X, Y, W1, W2, lam, schedule, every: int = 0) -> Run:
+def gradient_descent(X, Y, W1, W2, decay, schedule, every: int = 0) -> Run:
     """W ← W − η∇F for each (η, n) of ``schedule`` (or a :class:`dropnb.engine.Schedule`) in turn,
     on all leading (seed) dimensions at once, in numpy on :func:`dropnb.engine.descend`.
 
@@ -200,7 +200,7 @@ def gradient_descent(X, Y, W1, W2, lam, schedule, every: int = 0) -> Run:
     units cross kinks (F may rise by O(η) between steps). The step is written out in numpy with
     in-place products on preallocated arrays: for these small networks that is several times
     faster than a torch graph."""
-    X, Y, W1, W2, lam = _check_network(X, Y, W1, W2, lam)
+    X, Y, W1, W2, decay = _check_network(X, Y, W1, W2, decay)
     schedule = Schedule.of(schedule, name="schedule")
     every = checks.integer(every, "every", minimum=0)
     batch = W1.shape[:-2]
@@ -222,11 +222,11 @@ def gradient_descent(X, Y, W1, W2, lam, schedule, every: int = 0) -> Run:
     def value(state):
         forward()
         return dict(objective=(0.5 * np.sum(R**2, axis=(1, 2))
-                               + 0.5 * lam * (np.sum(A**2, axis=(1, 2)) + np.sum(B**2, axis=(1, 2)))).reshape(batch))
+                               + 0.5 * decay * (np.sum(A**2, axis=(1, 2)) + np.sum(B**2, axis=(1, 2)))).reshape(batch))
 
     def step(t: int, eta: float) -> None:
         if eta not in factors:
-            factors[eta] = (np.full(R.shape, eta), np.full(A.shape, 1 - eta * lam), np.full(B.shape, 1 - eta * lam))
+            factors[eta] = (np.full(R.shape, eta), np.full(A.shape, 1 - eta * decay), np.full(B.shape, 1 - eta * decay))
         eta_R, decay_A, decay_B = factors[eta]
         forward()
         np.multiply(R, eta_R, out=R)
@@ -336,7 +336,7 @@ class DualityGapCertificate:
         return self.primal - self.dual
 
 
-def duality_gap_certificate(X, Y, Z, cost, lam) -> DualityGapCertificate:
+def duality_gap_certificate(X, Y, Z, cost, decay) -> DualityGapCertificate:
     """The duality-gap certificate of an output Z with representation cost ``cost`` ≥ Ω(Z) (n₀ = 2)."""
     X = _check_planar(X)
     Y = checks.matrix(np.atleast_2d(Y), "Y")
@@ -344,22 +344,22 @@ def duality_gap_certificate(X, Y, Z, cost, lam) -> DualityGapCertificate:
     if Y.shape != Z.shape or Y.shape[1] != X.shape[1]:
         raise ValueError(f"Y and Z must have the same shape with {X.shape[1]} columns (those of X), "
                          f"got {Y.shape} and {Z.shape}")
-    lam = checks.positive(lam, "lam")
+    decay = checks.positive(decay, "decay")
     cost = checks.nonnegative(cost, "cost")
     G = Y - Z
     P = polar(X, G)
-    kappa = 1.0 if P.value <= lam else lam / P.value
-    primal = 0.5 * np.sum(G**2) + lam * cost
+    kappa = 1.0 if P.value <= decay else decay / P.value
+    primal = 0.5 * np.sum(G**2) + decay * cost
     dual = kappa * np.sum(G * Y) - 0.5 * kappa**2 * np.sum(G**2)
-    return DualityGapCertificate(float(primal), float(dual), P.value, float(np.sum(G * Z) - lam * cost), P.direction)
+    return DualityGapCertificate(float(primal), float(dual), P.value, float(np.sum(G * Z) - decay * cost), P.direction)
 
 
-def network_certificate(X, Y, W1, W2, lam) -> DualityGapCertificate:
+def network_certificate(X, Y, W1, W2, decay) -> DualityGapCertificate:
     """:func:`duality_gap_certificate` at Z = Φ(W) with cost Θ(W) (one network, no batch dimension)."""
-    X, Y, W1, W2, lam = _check_network(X, Y, W1, W2, lam)
+    X, Y, W1, W2, decay = _check_network(X, Y, W1, W2, decay)
     if W1.ndim != 2:
         raise ValueError(f"W1 must be a single network (n0, r), got shape {W1.shape}")
-    return duality_gap_certificate(X, Y, outputs(X, W1, W2), regularizer(W1, W2), lam)
+    return duality_gap_certificate(X, Y, outputs(X, W1, W2), regularizer(W1, W2), decay)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -429,14 +429,14 @@ class Reference:
         return int(np.sum(np.linalg.norm(np.concatenate([self.V, self.U]), axis=1) > threshold))
 
 
-def sector_reference(X, y, lam, tol: float = 1e-10, max_iter: int = 200_000, check_every: int = 50) -> Reference:
+def sector_reference(X, y, decay, tol: float = 1e-10, max_iter: int = 200_000, check_every: int = 50) -> Reference:
     """FISTA with gradient restart (O'Donoghue and Candès 2015) on the group lasso over arc cones,
     stopped when the duality gap p − d ≤ tol·p (checked every ``check_every`` iterations)."""
     X = _check_planar(X)
     y = checks.matrix(np.ravel(y), "y", ndim=1)
     if y.shape[0] != X.shape[1]:
         raise ValueError(f"y must have {X.shape[1]} entries to match X, got {y.shape[0]}")
-    lam = checks.positive(lam, "lam")
+    decay = checks.positive(decay, "decay")
     tol = checks.positive(tol, "tol")
     max_iter = checks.integer(max_iter, "max_iter")
     check_every = checks.integer(check_every, "check_every")
@@ -453,7 +453,7 @@ def sector_reference(X, y, lam, tol: float = 1e-10, max_iter: int = 200_000, che
     best = None
     for it in range(1, max_iter + 1):
         step_point = z - A.T @ (A @ z - y) / L
-        x_new = _cone_prox(step_point.reshape(2 * K, 2), left2, right2, lam / L).ravel()
+        x_new = _cone_prox(step_point.reshape(2 * K, 2), left2, right2, decay / L).ravel()
         if np.dot(z - x_new, x_new - x) > 0:  # restart the momentum
             t = 1.0
             z = x_new
@@ -465,7 +465,7 @@ def sector_reference(X, y, lam, tol: float = 1e-10, max_iter: int = 200_000, che
         if it % check_every == 0 or it == max_iter:
             groups = x.reshape(2 * K, 2)
             Z = (A @ x)[None, :]
-            cert = duality_gap_certificate(X, y[None, :], Z, np.sum(np.linalg.norm(groups, axis=1)), lam)
+            cert = duality_gap_certificate(X, y[None, :], Z, np.sum(np.linalg.norm(groups, axis=1)), decay)
             if best is None or cert.gap < best[0].gap:
                 best = (cert, groups.copy(), Z, it)
             if cert.gap <= tol * cert.primal:
@@ -608,10 +608,10 @@ class Escape:
     slot: int
 
 
-def escape(X, Y, W1, W2, lam, slot: int | None = None) -> Escape:
+def escape(X, Y, W1, W2, decay, slot: int | None = None) -> Escape:
     """The descent step of the meta-algorithm: put a unit along the polar maximizer a* into the zero
     unit ``slot`` (default: a new unit appended) with the optimal ε = (P − λ)/‖h‖², h = ReLU(Xᵀa*)."""
-    X, Y, W1, W2, lam = _check_network(X, Y, W1, W2, lam)
+    X, Y, W1, W2, decay = _check_network(X, Y, W1, W2, decay)
     if W1.ndim != 2:
         raise ValueError(f"W1 must be a single network (n0, r), got shape {W1.shape}")
     r = W1.shape[1]
@@ -626,11 +626,11 @@ def escape(X, Y, W1, W2, lam, slot: int | None = None) -> Escape:
     P = polar(X, G)
     h = np.maximum(P.direction @ X, 0.0)
     Gh = G @ h
-    epsilon = max(P.value - lam, 0.0) / float(h @ h) if h @ h > 0 else 0.0
+    epsilon = max(P.value - decay, 0.0) / float(h @ h) if h @ h > 0 else 0.0
     if epsilon > 0:
         W1[:, slot] = np.sqrt(epsilon) * P.direction
         W2[:, slot] = np.sqrt(epsilon) * Gh / np.linalg.norm(Gh)
-    change = epsilon * (lam - P.value) + 0.5 * epsilon**2 * float(h @ h)
+    change = epsilon * (decay - P.value) + 0.5 * epsilon**2 * float(h @ h)
     return Escape(W1, W2, float(epsilon), P.value, float(change), int(slot))
 
 
@@ -651,25 +651,25 @@ class MetaRun:
         return np.array([c.gap <= accuracy * c.dual for c in self.certificates])
 
 
-def meta_algorithm(X, Y, W1, W2, lam, schedule, escape_schedule, *, accuracy: float, rounds: int) -> MetaRun:
+def meta_algorithm(X, Y, W1, W2, decay, schedule, escape_schedule, *, accuracy: float, rounds: int) -> MetaRun:
     """Vidal et al. (2022, §1.4.1) for S networks at once (leading dimension of W1, W2): gradient
     descent with ``schedule``; then, while a network's duality gap exceeds ``accuracy`` times its own
     dual value d ≤ F* (at most ``rounds`` times), set its first zero unit (one whose regularizer is at
     most u times the network's, below what F resolves) exactly to zero, put the :func:`escape` unit
     into it, and resume gradient descent with ``escape_schedule`` for the networks not yet certified."""
-    X, Y, W1, W2, lam = _check_network(X, Y, W1, W2, lam)
+    X, Y, W1, W2, decay = _check_network(X, Y, W1, W2, decay)
     schedule = Schedule.of(schedule, name="schedule")
     escape_schedule = Schedule.of(escape_schedule, name="escape_schedule")
     if W1.ndim != 3:
         raise ValueError(f"W1 must be a batch of networks (S, n0, r), got shape {W1.shape}")
     accuracy = checks.positive(accuracy, "accuracy")
     rounds = checks.integer(rounds, "rounds")
-    run = gradient_descent(X, Y, W1, W2, lam, schedule)
+    run = gradient_descent(X, Y, W1, W2, decay, schedule)
     W1, W2 = run.final["W1"].copy(), run.final["W2"].copy()
     escapes = np.zeros(W1.shape[0], dtype=int)
 
     def certificates():
-        return [network_certificate(X, Y, W1[s], W2[s], lam) for s in range(W1.shape[0])]
+        return [network_certificate(X, Y, W1[s], W2[s], decay) for s in range(W1.shape[0])]
 
     taken = 0
     for taken in range(rounds + 1):
@@ -681,10 +681,10 @@ def meta_algorithm(X, Y, W1, W2, lam, schedule, escape_schedule, *, accuracy: fl
             zero = np.flatnonzero(sizes <= UNIT_ROUNDOFF * sizes.sum())
             if zero.size:
                 W1[s][:, zero[0]], W2[s][:, zero[0]] = 0.0, 0.0
-                step = escape(X, Y, W1[s], W2[s], lam, slot=int(zero[0]))
+                step = escape(X, Y, W1[s], W2[s], decay, slot=int(zero[0]))
                 W1[s], W2[s] = step.W1, step.W2
                 escapes[s] += step.epsilon > 0
-        resumed = gradient_descent(X, Y, W1[todo], W2[todo], lam, escape_schedule)
+        resumed = gradient_descent(X, Y, W1[todo], W2[todo], decay, escape_schedule)
         W1[todo], W2[todo] = resumed.final["W1"], resumed.final["W2"]
     return MetaRun(W1=W1, W2=W2, certificates=certificates(), escapes=escapes, rounds=taken)
 
@@ -710,13 +710,13 @@ def _descent_segment(run: Run) -> Segment:
     return Segment("descent", run.steps.astype(float), run.metrics["objective"], run.final["W1"], run.final["W2"])
 
 
-def non_increasing_path(X, Y, W1, W2, lam, cycle_schedule, final_schedule, cycles: int, points: int = 25,
+def non_increasing_path(X, Y, W1, W2, decay, cycle_schedule, final_schedule, cycles: int, points: int = 25,
                         every: int = 100) -> list[Segment]:
     """Theorem 1.10's construction from (W₁, W₂) (one network): up to ``cycles`` times, slide along a flat
     path until a unit vanishes (when no unit is zero), put a unit along the polar maximizer into a zero
     unit when Ω°(G) > λ (stop otherwise), and run gradient descent with ``cycle_schedule``; finally run
     gradient descent with ``final_schedule``. Slides and escapes are sampled at ``points`` values."""
-    X, Y, W1, W2, lam = _check_network(X, Y, W1, W2, lam)
+    X, Y, W1, W2, decay = _check_network(X, Y, W1, W2, decay)
     if W1.ndim != 2:
         raise ValueError(f"W1 must be a single network (n0, r), got shape {W1.shape}")
     cycles, points = checks.integer(cycles, "cycles"), checks.integer(points, "points")
@@ -732,12 +732,12 @@ def non_increasing_path(X, Y, W1, W2, lam, cycle_schedule, final_schedule, cycle
             weights = [path.weights(t) for t in taus]
             phi0 = outputs(X, W1, W2)
             segments.append(Segment(
-                "slide", taus, np.array([objective(X, Y, A, B, lam) for A, B in weights]), *weights[-1],
+                "slide", taus, np.array([objective(X, Y, A, B, decay) for A, B in weights]), *weights[-1],
                 outputs_change=max(float(np.abs(outputs(X, A, B) - phi0).max()) for A, B in weights),
                 theta_error=max(abs(regularizer(A, B) - regularizer(W1, W2) - t * path.slope) for t, (A, B) in zip(taus, weights))))
             W1, W2 = weights[-1]
             zero = np.array([path.index])
-        step = escape(X, Y, W1, W2, lam, slot=int(zero[0]))
+        step = escape(X, Y, W1, W2, decay, slot=int(zero[0]))
         if step.epsilon == 0:
             break
         eps = np.linspace(0, step.epsilon, points)
@@ -746,11 +746,11 @@ def non_increasing_path(X, Y, W1, W2, lam, cycle_schedule, final_schedule, cycle
             A, B = W1.copy(), W2.copy()
             A[:, step.slot] = step.W1[:, step.slot] * np.sqrt(e / step.epsilon)
             B[:, step.slot] = step.W2[:, step.slot] * np.sqrt(e / step.epsilon)
-            values.append(objective(X, Y, A, B, lam))
+            values.append(objective(X, Y, A, B, decay))
         segments.append(Segment("escape", eps, np.array(values), step.W1, step.W2, polar=step.polar,
                                 predicted_change=step.change))
-        run = gradient_descent(X, Y, step.W1, step.W2, lam, cycle_schedule, every=every)
+        run = gradient_descent(X, Y, step.W1, step.W2, decay, cycle_schedule, every=every)
         segments.append(_descent_segment(run))
         W1, W2 = run.final["W1"], run.final["W2"]
-    segments.append(_descent_segment(gradient_descent(X, Y, W1, W2, lam, final_schedule, every=every)))
+    segments.append(_descent_segment(gradient_descent(X, Y, W1, W2, decay, final_schedule, every=every)))
     return segments

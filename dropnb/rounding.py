@@ -149,17 +149,17 @@ def factorization_operations(Y, U) -> int:
     return 10 * Y.shape[0] * Y.shape[1] * U.shape[-1]
 
 
-def factorization_gradient(Y, U, V, lam: float, residual_rounding: float) -> float:
+def factorization_gradient(Y, U, V, decay: float, residual_rounding: float) -> float:
     """Rounding bound (2ε_R + γₙλ)(‖U‖_F + ‖V‖_F) on the computed ‖∇F‖ at an exact critical point,
-    n = 10·n₂n₀n₁, with ε_R = ``residual_rounding`` the rounding bound on the residual
+    n = 10·n₂n₀n₁, ``decay`` = λ, the weight decay, with ε_R = ``residual_rounding`` the rounding bound on the residual
     R = Y − UVᵀ (``dropnb.factorization.spectral_rounding``)."""
     Y, U, V = checks.matrix(Y, "Y"), checks.matrix(U, "U", batched=True), checks.matrix(V, "V", batched=True)
     if U.shape[-2:-1] + V.shape[-2:-1] != Y.shape or U.shape[-1] != V.shape[-1]:
         raise ValueError(f"U and V must be (…, {Y.shape[0]}, r) and (…, {Y.shape[1]}, r) to match Y {Y.shape}, "
                          f"got {U.shape} and {V.shape}")
-    lam, residual_rounding = checks.nonnegative(lam, "lam"), checks.nonnegative(residual_rounding, "residual_rounding")
+    decay, residual_rounding = checks.nonnegative(decay, "decay"), checks.nonnegative(residual_rounding, "residual_rounding")
     size = np.linalg.norm(U) + np.linalg.norm(V)
-    return (2 * residual_rounding + roundoff_tolerance(factorization_operations(Y, U)) * lam) * size
+    return (2 * residual_rounding + roundoff_tolerance(factorization_operations(Y, U)) * decay) * size
 
 
 # --- two-layer ReLU networks, F = ½‖Y − W₂ReLU(W₁ᵀX)‖²_F + λ/2(‖W₁‖²_F + ‖W₂‖²_F) -------------------
@@ -204,20 +204,20 @@ def relu_magnitude(X, W1, W2) -> np.ndarray:
     return np.abs(W2) @ (np.abs(W1).T @ np.abs(X))
 
 
-def relu_value(X, Y, W1, W2, lam: float) -> float:
+def relu_value(X, Y, W1, W2, decay: float) -> float:
     """Rounding bound γₙ[(‖Y‖_F + ‖|W₂|(|W₁|ᵀ|X|)‖_F)² + λ(‖W₁‖²_F + ‖W₂‖²_F)] on one evaluation of F,
-    γₙ = :func:`relu_gamma` (n = 8(n₀ + r + m))."""
+    γₙ = :func:`relu_gamma` (n = 8(n₀ + r + m)), ``decay`` = λ, the weight decay."""
     X, Y, W1, W2 = _relu(X, Y, W1, W2)
-    lam = checks.nonnegative(lam, "lam")
+    decay = checks.nonnegative(decay, "decay")
     return relu_gamma(W1, X) * ((np.linalg.norm(Y) + np.linalg.norm(relu_magnitude(X, W1, W2))) ** 2
-                                + lam * (np.sum(W1**2) + np.sum(W2**2)))
+                                + decay * (np.sum(W1**2) + np.sum(W2**2)))
 
 
-def relu_gradient(X, Y, W1, W2, lam: float) -> float:
+def relu_gradient(X, Y, W1, W2, decay: float) -> float:
     """Rounding bound γₙ[(‖Y‖_F + ‖|W₂|(|W₁|ᵀ|X|)‖_F)(‖X‖_F‖W₂‖_F + ‖|W₁|ᵀ|X|‖_F) + λ‖W‖_F] on the
     computed ∇F, γₙ = :func:`relu_gamma` (n = 8(n₀ + r + m))."""
     X, Y, W1, W2 = _relu(X, Y, W1, W2)
-    lam = checks.nonnegative(lam, "lam")
+    decay = checks.nonnegative(decay, "decay")
     residual = np.linalg.norm(Y) + np.linalg.norm(relu_magnitude(X, W1, W2))
     return relu_gamma(W1, X) * (residual * (np.linalg.norm(X) * np.linalg.norm(W2) + np.linalg.norm(np.abs(W1).T @ np.abs(X)))
-                                + lam * np.sqrt(np.sum(W1**2) + np.sum(W2**2)))
+                                + decay * np.sqrt(np.sum(W1**2) + np.sum(W2**2)))

@@ -1,7 +1,7 @@
 """Matrix sensing and matrix completion with dropout (Arora et al. 2021, Section 2; Mianjy 2021, Chapter 4).
 
 A factorization UVᵀ of width r (U ∈ ℝ^{d₁×r}, V ∈ ℝ^{d₂×r}, columns uᵢ, vᵢ) is fitted to n
-measurements yⱼ = ⟨M*, Aⱼ⟩. Dropout keeps unit i with probability θ and rescales it by 1/θ,
+measurements yⱼ = ⟨M*, Aⱼ⟩. Dropout keeps unit i with probability θ (``retain``) and rescales it by 1/θ,
 λ = (1 − θ)/θ. With the empirical average Ê over the measurements,
 
     L̂(U, V) = Ê (yⱼ − ⟨UVᵀ, Aⱼ⟩)²,        R̂(U, V) = Σᵢ Ê (uᵢᵀAⱼvᵢ)²,
@@ -48,52 +48,52 @@ def _targets(y, n: int) -> np.ndarray:
     return y
 
 
-def dropout_objective(U, V, A, y, theta: float) -> dict[str, float]:
+def dropout_objective(U, V, A, y, retain: float) -> dict[str, float]:
     """L̂ = Ê(yⱼ − ⟨UVᵀ, Aⱼ⟩)², R̂ = Σᵢ Ê(uᵢᵀAⱼvᵢ)² and L̂ + λR̂, λ = (1 − θ)/θ, for dense
     measurements A (n, d₁, d₂): keys ``loss``, ``regularizer``, ``objective``."""
     U, V = _factors(U, V)
     A = _measurements(A, U, V)
     y = _targets(y, len(A))
-    theta = checks.number(theta, "theta", minimum=0, maximum=1, open_minimum=True)
+    retain = checks.number(retain, "retain", minimum=0, maximum=1, open_minimum=True)
     T = np.einsum("ai,jab,bi->ji", U, A, V)  # uᵢᵀAⱼvᵢ
     loss = float(np.mean((y - T.sum(1)) ** 2))
     reg = float(np.mean(np.sum(T**2, axis=1)))
-    return dict(loss=loss, regularizer=reg, objective=loss + (1 - theta) / theta * reg)
+    return dict(loss=loss, regularizer=reg, objective=loss + (1 - retain) / retain * reg)
 
 
-def enumerated_dropout_loss(U, V, A, y, theta: float) -> float:
+def enumerated_dropout_loss(U, V, A, y, retain: float) -> float:
     """Ê E_b (yⱼ − ⟨U diag(b/θ) Vᵀ, Aⱼ⟩)² by summing over all 2ʳ masks b ∈ {0, 1}ʳ with weights
     θ^{|b|}(1 − θ)^{r − |b|}; each thinned product U diag(b/θ) Vᵀ is formed densely. r ≤ 16."""
     U, V = _factors(U, V)
     A = _measurements(A, U, V)
     y = _targets(y, len(A))
-    theta = checks.number(theta, "theta", minimum=0, maximum=1, open_minimum=True)
+    retain = checks.number(retain, "retain", minimum=0, maximum=1, open_minimum=True)
     r = U.shape[1]
     if r > 16:
         raise ValueError(f"U must have at most 16 columns for enumeration, got {r}")
     total = 0.0
     for bits in itertools.product((0.0, 1.0), repeat=r):
         b = np.array(bits)
-        weight = theta ** b.sum() * (1 - theta) ** (r - b.sum())
+        weight = retain ** b.sum() * (1 - retain) ** (r - b.sum())
         if weight == 0:
             continue
-        W = (U * (b / theta)) @ V.T
+        W = (U * (b / retain)) @ V.T
         total += weight * np.mean((y - np.einsum("ab,jab->j", W, A)) ** 2)
     return float(total)
 
 
-def sampled_dropout_losses(U, V, A, y, theta: float, masks) -> np.ndarray:
+def sampled_dropout_losses(U, V, A, y, retain: float, masks) -> np.ndarray:
     """Ê_j (yⱼ − ⟨U diag(b/θ) Vᵀ, Aⱼ⟩)² for each mask b (rows of ``masks``, shape (N, r), entries 0/1):
     N values whose mean is an unbiased estimate of L̂_drop."""
     U, V = _factors(U, V)
     A = _measurements(A, U, V)
     y = _targets(y, len(A))
-    theta = checks.number(theta, "theta", minimum=0, maximum=1, open_minimum=True)
+    retain = checks.number(retain, "retain", minimum=0, maximum=1, open_minimum=True)
     masks = checks.matrix(masks, "masks")
     if masks.shape[1] != U.shape[1]:
         raise ValueError(f"masks must have {U.shape[1]} columns, got shape {masks.shape}")
     T = np.einsum("ai,jab,bi->ij", U, A, V)  # (r, n)
-    return np.mean((y - (masks / theta) @ T) ** 2, axis=1)
+    return np.mean((y - (masks / retain) @ T) ** 2, axis=1)
 
 
 def completion_measurements(rows, cols, shape: tuple[int, int]) -> np.ndarray:
@@ -332,7 +332,7 @@ def input_dropout_regularizer(M, A) -> float:
     return float(np.sum(np.mean(A**2, axis=0) * M**2))
 
 
-def enumerated_input_dropout_loss(M, A, y, theta: float) -> float:
+def enumerated_input_dropout_loss(M, A, y, retain: float) -> float:
     """Ê E_B (yⱼ − ⟨M, Aⱼ ⊙ B/θ⟩)² for dropout on the d₁d₂ entries of each measurement (one mask B
     shared by the measurements of an average), summed over all 2^{d₁d₂} masks (d₁d₂ ≤ 16)."""
     M = checks.matrix(M, "M")
@@ -340,16 +340,16 @@ def enumerated_input_dropout_loss(M, A, y, theta: float) -> float:
     if A.shape[1:] != M.shape:
         raise ValueError(f"A must have shape (n, {M.shape[0]}, {M.shape[1]}) (that of M), got {A.shape}")
     y = _targets(y, len(A))
-    theta = checks.number(theta, "theta", minimum=0, maximum=1, open_minimum=True)
+    retain = checks.number(retain, "retain", minimum=0, maximum=1, open_minimum=True)
     size = M.size
     if size > 16:
         raise ValueError(f"M must have at most 16 entries for enumeration, got {size}")
     total = 0.0
     for bits in itertools.product((0.0, 1.0), repeat=size):
         B = np.array(bits).reshape(M.shape)
-        weight = theta ** B.sum() * (1 - theta) ** (size - B.sum())
+        weight = retain ** B.sum() * (1 - retain) ** (size - B.sum())
         if weight > 0:
-            total += weight * np.mean((y - np.einsum("ab,jab->j", M, A * (B / theta))) ** 2)
+            total += weight * np.mean((y - np.einsum("ab,jab->j", M, A * (B / retain))) ** 2)
     return float(total)
 
 

@@ -358,11 +358,11 @@ PLANTED_BUGS = {
     "the dual value of the factorization's duality gap with a quarter of the squared norm of Q": (
         "landscape-networks-factorization",
         "import numpy as np, dropnb.factorization as F\n"
-        "def _quarter_gap(Y, U, V, lam, kappa=0.0, _gap=F.duality_gap, np=np):\n"
+        "def _quarter_gap(Y, U, V, decay, kappa=0.0, _gap=F.duality_gap, np=np):\n"
         "    R = Y - U @ np.swapaxes(V, -1, -2)\n"
         "    sigma = np.linalg.svd(R, compute_uv=False)[..., 0]\n"
-        "    scale = np.where(np.asarray(kappa) > 0, 1.0, np.minimum(1.0, lam / sigma))\n"
-        "    return _gap(Y, U, V, lam, kappa) - 0.25 * np.sum((R * scale[..., None, None]) ** 2, axis=(-2, -1))\n"
+        "    scale = np.where(np.asarray(kappa) > 0, 1.0, np.minimum(1.0, decay / sigma))\n"
+        "    return _gap(Y, U, V, decay, kappa) - 0.25 * np.sum((R * scale[..., None, None]) ** 2, axis=(-2, -1))\n"
         "F.duality_gap = _quarter_gap",
         "landscape-networks.theorem15.conjugate",
     ),
@@ -413,7 +413,7 @@ PLANTED_BUGS = {
     "the closed-form dropout objective of matrix sensing without its weight λ": (
         "bounds",
         "import inspect, dropnb.sensing as _S\n"
-        "exec(inspect.getsource(_S.dropout_objective).replace('loss + (1 - theta) / theta * reg', 'loss + reg'),"
+        "exec(inspect.getsource(_S.dropout_objective).replace('loss + (1 - retain) / retain * reg', 'loss + reg'),"
         " _S.__dict__)",
         "bounds.prop3.gaussian-enumeration",
     ),

@@ -21,17 +21,17 @@ def random_point(rng, n2, n0, width, scale=1.0):
 
 
 @settings(max_examples=15, deadline=None)
-@given(n2=st.integers(1, 5), n0=st.integers(1, 5), width=st.integers(1, 4), lam=st.floats(0, 3),
+@given(n2=st.integers(1, 5), n0=st.integers(1, 5), width=st.integers(1, 4), decay=st.floats(0, 3),
        kappa=st.floats(0, 2), seed=st.integers(0, 2**32 - 1))
-def test_objective_and_gradient_match_autograd(n2, n0, width, lam, kappa, seed):
+def test_objective_and_gradient_match_autograd(n2, n0, width, decay, kappa, seed):
     rng = np.random.default_rng(seed)
     Y = rng.standard_normal((n2, n0))
     U, V = random_point(rng, n2, n0, width)
-    fun, unpack = fz.flat_objective(Y, width, lam, kappa)
+    fun, unpack = fz.flat_objective(Y, width, decay, kappa)
     x = np.concatenate([U.ravel(), V.ravel()])
     value, grad = optimize.value_and_gradient(fun, x)
-    assert fz.objective(Y, U, V, lam, kappa) == pytest.approx(value, rel=1e-12, abs=1e-12)
-    grad_u, grad_v = fz.gradient(Y, U, V, lam, kappa)
+    assert fz.objective(Y, U, V, decay, kappa) == pytest.approx(value, rel=1e-12, abs=1e-12)
+    grad_u, grad_v = fz.gradient(Y, U, V, decay, kappa)
     np.testing.assert_allclose(np.concatenate([grad_u.ravel(), grad_v.ravel()]), grad, rtol=1e-10, atol=1e-10)
     np.testing.assert_array_equal(unpack(x)[0], U)
 
@@ -50,13 +50,13 @@ def test_batched_equals_unbatched():
     rng = np.random.default_rng(2)
     Y = instance()
     U, V = rng.standard_normal((2, 3, 6, 3)), rng.standard_normal((2, 3, 5, 3))
-    lam, kappa = np.array([0.5, 1.0, 2.0]), np.array([[0.0], [0.3]])
-    values = fz.objective(Y, U, V, lam, kappa)
-    gaps = fz.duality_gap(Y, U, V, lam, kappa)
-    grad_u, grad_v = fz.gradient(Y, U, V, lam, kappa)
+    decay, kappa = np.array([0.5, 1.0, 2.0]), np.array([[0.0], [0.3]])
+    values = fz.objective(Y, U, V, decay, kappa)
+    gaps = fz.duality_gap(Y, U, V, decay, kappa)
+    grad_u, grad_v = fz.gradient(Y, U, V, decay, kappa)
     for i in range(2):
         for j in range(3):
-            args = (Y, U[i, j], V[i, j], lam[j], kappa[i, 0])
+            args = (Y, U[i, j], V[i, j], decay[j], kappa[i, 0])
             assert values[i, j] == pytest.approx(fz.objective(*args), rel=1e-14)
             assert gaps[i, j] == pytest.approx(fz.duality_gap(*args), rel=1e-12)
             np.testing.assert_allclose(grad_u[i, j], fz.gradient(*args)[0], rtol=1e-14)
@@ -65,19 +65,19 @@ def test_batched_equals_unbatched():
 
 def test_svt_minimizes_the_convex_objective():
     rng = np.random.default_rng(3)
-    Y, lam = instance(), 2.0
-    Z = fz.singular_value_threshold(Y, lam)
-    best = fz.convex_objective(Y, Z, lam)
-    assert best == pytest.approx(fz.optimal_value(SPECTRUM, lam), rel=1e-13)
+    Y, decay = instance(), 2.0
+    Z = fz.singular_value_threshold(Y, decay)
+    best = fz.convex_objective(Y, Z, decay)
+    assert best == pytest.approx(fz.optimal_value(SPECTRUM, decay), rel=1e-13)
     assert best == pytest.approx(18.625, rel=1e-13)
     for scale in (1e-1, 1e-3):
         for _ in range(200):
-            assert fz.convex_objective(Y, Z + scale * rng.standard_normal(Z.shape), lam) >= best - 1e-12
-    Q = (Y - Z) / lam  # a subgradient of the nuclear norm at Z
+            assert fz.convex_objective(Y, Z + scale * rng.standard_normal(Z.shape), decay) >= best - 1e-12
+    Q = (Y - Z) / decay  # a subgradient of the nuclear norm at Z
     assert np.linalg.norm(Q, 2) == pytest.approx(1.0, rel=1e-12)
     assert np.sum(Q * Z) == pytest.approx(fz.nuclear_norm(Z), rel=1e-12)
     batch = Z + rng.standard_normal((3, 6, 5))
-    np.testing.assert_allclose(fz.convex_objective(Y, batch, lam), [fz.convex_objective(Y, B, lam) for B in batch])
+    np.testing.assert_allclose(fz.convex_objective(Y, batch, decay), [fz.convex_objective(Y, B, decay) for B in batch])
 
 
 def test_balanced_factors_attain_the_variational_form():
@@ -97,36 +97,36 @@ def test_balanced_factors_attain_the_variational_form():
 
 @pytest.mark.parametrize("width", [1, 2, 3, 4, 5, 7])
 def test_optimal_factors_are_critical_with_the_closed_form_value(width):
-    Y, lam = instance(), 2.0
-    U, V = fz.optimal_factors(Y, lam, width)
+    Y, decay = instance(), 2.0
+    U, V = fz.optimal_factors(Y, decay, width)
     assert U.shape == (6, width)
-    assert fz.objective(Y, U, V, lam) == pytest.approx(fz.optimal_value(SPECTRUM, lam, width), rel=1e-13)
-    assert np.sqrt(sum(np.sum(g**2) for g in fz.gradient(Y, U, V, lam))) < 1e-12
+    assert fz.objective(Y, U, V, decay) == pytest.approx(fz.optimal_value(SPECTRUM, decay, width), rel=1e-13)
+    assert np.sqrt(sum(np.sum(g**2) for g in fz.gradient(Y, U, V, decay))) < 1e-12
     if width >= 3:
-        np.testing.assert_allclose(U @ V.T, fz.singular_value_threshold(Y, lam), atol=1e-13)
-        assert fz.duality_gap(Y, U, V, lam) == pytest.approx(0.0, abs=1e-12)
+        np.testing.assert_allclose(U @ V.T, fz.singular_value_threshold(Y, decay), atol=1e-13)
+        assert fz.duality_gap(Y, U, V, decay) == pytest.approx(0.0, abs=1e-12)
 
 
 def test_optimal_value_is_not_beaten_by_local_search():
     rng = np.random.default_rng(5)
-    Y, lam = instance(), 2.0
+    Y, decay = instance(), 2.0
     for width in (1, 2, 4):
-        fun, _ = fz.flat_objective(Y, width, lam)
+        fun, _ = fz.flat_objective(Y, width, decay)
         for _ in range(3):
             U, V = random_point(rng, 6, 5, width)
             found = optimize.minimize(fun, np.concatenate([U.ravel(), V.ravel()]))
-            assert found.value >= fz.optimal_value(SPECTRUM, lam, width) - 1e-12
-            assert found.value == pytest.approx(fz.optimal_value(SPECTRUM, lam, width), abs=1e-9)
+            assert found.value >= fz.optimal_value(SPECTRUM, decay, width) - 1e-12
+            assert found.value == pytest.approx(fz.optimal_value(SPECTRUM, decay, width), abs=1e-9)
 
 
 def test_duality_gap_bounds_the_suboptimality():
     rng = np.random.default_rng(6)
-    Y, lam = instance(), 2.0
+    Y, decay = instance(), 2.0
     for width in (1, 3, 6):
         for scale in (0.1, 1.0):
             U, V = random_point(rng, 6, 5, width, scale)
-            gap = fz.duality_gap(Y, U, V, lam)
-            assert gap >= fz.objective(Y, U, V, lam) - fz.optimal_value(SPECTRUM, lam) - 1e-12
+            gap = fz.duality_gap(Y, U, V, decay)
+            assert gap >= fz.objective(Y, U, V, decay) - fz.optimal_value(SPECTRUM, decay) - 1e-12
     # dropout: zero at the closed-form optimum when the width does not bind
     kappa = 1.0
     for width in (4, 6):
@@ -164,22 +164,22 @@ def test_convex_lower_bound_holds():
     Y = instance()
     for width in (1, 3, 5, 8):
         U, V = random_point(rng, 6, 5, width)
-        for lam, kappa in ((2.0, 0.0), (0.0, 1.0), (0.5, 0.5)):
-            bound = fz.convex_objective(Y, U @ V.T, lam, kappa, width)
-            assert fz.objective(Y, U, V, lam, kappa) >= bound - 1e-12
+        for decay, kappa in ((2.0, 0.0), (0.0, 1.0), (0.5, 0.5)):
+            bound = fz.convex_objective(Y, U @ V.T, decay, kappa, width)
+            assert fz.objective(Y, U, V, decay, kappa) >= bound - 1e-12
 
 
 def test_certificate_at_the_optimum_and_at_the_best_rank_two_point():
-    Y, lam = instance(), 2.0
-    U, V = fz.optimal_factors(Y, lam, 4)
-    cert = fz.polar_certificate(Y, U, V, lam)
-    assert abs(cert.sigma_max - lam) <= cert.rounding
+    Y, decay = instance(), 2.0
+    U, V = fz.optimal_factors(Y, decay, 4)
+    cert = fz.polar_certificate(Y, U, V, decay)
+    assert abs(cert.sigma_max - decay) <= cert.rounding
     assert abs(cert.scaling_residual) < 1e-12
-    assert cert.holds(lam, cert.rounding / lam)
-    U2, V2 = fz.optimal_factors(Y, lam, 2)
-    cert2 = fz.polar_certificate(Y, U2, V2, lam)
+    assert cert.holds(decay, cert.rounding / decay)
+    U2, V2 = fz.optimal_factors(Y, decay, 2)
+    cert2 = fz.polar_certificate(Y, U2, V2, decay)
     assert cert2.sigma_max == pytest.approx(3.0, rel=1e-12)
-    assert not cert2.holds(lam, 1e-6)
+    assert not cert2.holds(decay, 1e-6)
     R = Y - U2 @ V2.T
     assert cert2.left @ R @ cert2.right == pytest.approx(cert2.sigma_max, rel=1e-12)
 
@@ -194,8 +194,8 @@ def test_polar_value_is_never_exceeded():
     assert u @ R @ v / (u @ u + v @ v) == pytest.approx(sigma / 2, rel=1e-14)
 
 
-@pytest.mark.parametrize("lam,kappa", [(2.0, 0.0), (0.0, 1.0), (0.7, 0.3)])
-def test_append_change_is_exact(lam, kappa):
+@pytest.mark.parametrize("decay,kappa", [(2.0, 0.0), (0.0, 1.0), (0.7, 0.3)])
+def test_append_change_is_exact(decay, kappa):
     rng = np.random.default_rng(9)
     Y = instance()
     U, V = random_point(rng, 6, 5, 3)
@@ -204,8 +204,8 @@ def test_append_change_is_exact(lam, kappa):
     sigma = u @ (Y - U @ V.T) @ v
     for eps in (0.1, 1.0, 2.5):
         U1, V1 = fz.append_column(U, V, u, v, eps)
-        change = fz.objective(Y, U1, V1, lam, kappa) - fz.objective(Y, U, V, lam, kappa)
-        assert change == pytest.approx(fz.append_change(sigma, eps, lam, kappa), abs=1e-12)
+        change = fz.objective(Y, U1, V1, decay, kappa) - fz.objective(Y, U, V, decay, kappa)
+        assert change == pytest.approx(fz.append_change(sigma, eps, decay, kappa), abs=1e-12)
 
 
 def test_split_units_halves_the_dropout_penalty_only():
@@ -225,8 +225,8 @@ def test_split_units_halves_the_dropout_penalty_only():
 
 def test_expose_null_columns_finds_the_common_null_vector():
     rng = np.random.default_rng(11)
-    Y, lam = instance(), 2.0
-    U, V = fz.optimal_factors(Y, lam, 4)  # rank 3 in 4 columns
+    Y, decay = instance(), 2.0
+    U, V = fz.optimal_factors(Y, decay, 4)  # rank 3 in 4 columns
     Q = data.haar_orthogonal(4, rng)
     U, V = U @ Q, V @ Q  # no zero column any more
     assert np.linalg.norm(U, axis=0).min() > 1e-3
@@ -238,19 +238,19 @@ def test_expose_null_columns_finds_the_common_null_vector():
 
 def test_gradient_descent_batched_with_padding_matches_separate_runs():
     rng = np.random.default_rng(12)
-    Y, lam = instance(), 2.0
+    Y, decay = instance(), 2.0
     U0, V0 = 1e-2 * rng.standard_normal((3, 6, 4)), 1e-2 * rng.standard_normal((3, 5, 4))
     U0[0, :, 2:], V0[0, :, 2:] = 0, 0  # width 2 inside a width-4 batch
-    run = fz.gradient_descent(Y, U0, V0, lam, step=0.1, tol=1e-11, max_steps=20_000, trace_every=10)
+    run = fz.gradient_descent(Y, U0, V0, decay, step=0.1, tol=1e-11, max_steps=20_000, trace_every=10)
     assert run.outcome["converged"].all()
     U, V = run.final["U"], run.final["V"]
     assert np.all(U[0, :, 2:] == 0) and np.all(V[0, :, 2:] == 0)
-    alone = fz.gradient_descent(Y, U0[0, :, :2], V0[0, :, :2], lam, step=0.1, tol=1e-11, max_steps=20_000)
+    alone = fz.gradient_descent(Y, U0[0, :, :2], V0[0, :, :2], decay, step=0.1, tol=1e-11, max_steps=20_000)
     np.testing.assert_allclose(U[0, :, :2], alone.final["U"], atol=1e-14)
     assert int(alone.outcome["iterations"]) == run.outcome["iterations"][0]
-    values = fz.objective(Y, U, V, lam)
-    assert values[0] == pytest.approx(fz.optimal_value(SPECTRUM, lam, 2), abs=1e-12)
-    np.testing.assert_allclose(values[1:], fz.optimal_value(SPECTRUM, lam), atol=1e-12)
+    values = fz.objective(Y, U, V, decay)
+    assert values[0] == pytest.approx(fz.optimal_value(SPECTRUM, decay, 2), abs=1e-12)
+    np.testing.assert_allclose(values[1:], fz.optimal_value(SPECTRUM, decay), atol=1e-12)
     trace = run.metrics["objective"]
     assert trace.shape[1] == 3 and np.all(np.diff(trace, axis=0) <= 1e-12)
     for U, V in zip(U[1:], V[1:]):  # balance at first-order points
@@ -259,47 +259,47 @@ def test_gradient_descent_batched_with_padding_matches_separate_runs():
 
 def test_meta_algorithm_adds_one_singular_value_per_stage():
     rng = np.random.default_rng(13)
-    Y, lam = instance(), 2.0
+    Y, decay = instance(), 2.0
     U0, V0 = random_point(rng, 6, 5, 1, 1e-3)
-    run = fz.meta_algorithm(Y, lam, U0, V0, step=0.1, gradient_tol=1e-11, certificate_tol=1e-6, trace_every=5)
+    run = fz.meta_algorithm(Y, decay, U0, V0, step=0.1, gradient_tol=1e-11, certificate_tol=1e-6, trace_every=5)
     assert run.certified
     assert all(s.trace[0] >= s.trace[-1] for s in run.stages)
     assert [s.width for s in run.stages] == [1, 2, 3]
     for k, stage in enumerate(run.stages, start=1):
-        assert stage.objective == pytest.approx(fz.optimal_value(SPECTRUM, lam, k), abs=1e-10)
-        assert stage.U.shape == (6, k) and fz.objective(Y, stage.U, stage.V, lam) == stage.objective
+        assert stage.objective == pytest.approx(fz.optimal_value(SPECTRUM, decay, k), abs=1e-10)
+        assert stage.U.shape == (6, k) and fz.objective(Y, stage.U, stage.V, decay) == stage.objective
     assert [round(s.sigma_max, 8) for s in run.stages] == [4.0, 3.0, 2.0]
     assert run.stages[0].epsilon == pytest.approx(2.0) and run.stages[-1].epsilon is None
-    np.testing.assert_allclose(run.U @ run.V.T, fz.singular_value_threshold(Y, lam), atol=1e-9)
+    np.testing.assert_allclose(run.U @ run.V.T, fz.singular_value_threshold(Y, decay), atol=1e-9)
 
 
 def test_exact_step_from_best_rank_k_lands_on_best_rank_k_plus_one():
-    Y, lam = instance(), 2.0
+    Y, decay = instance(), 2.0
     for k in (1, 2):
-        U, V = fz.optimal_factors(Y, lam, k)
-        cert = fz.polar_certificate(Y, U, V, lam)
-        U1, V1 = fz.append_column(U, V, cert.left, cert.right, cert.sigma_max - lam)
-        assert fz.objective(Y, U1, V1, lam) == pytest.approx(fz.optimal_value(SPECTRUM, lam, k + 1), abs=1e-12)
+        U, V = fz.optimal_factors(Y, decay, k)
+        cert = fz.polar_certificate(Y, U, V, decay)
+        U1, V1 = fz.append_column(U, V, cert.left, cert.right, cert.sigma_max - decay)
+        assert fz.objective(Y, U1, V1, decay) == pytest.approx(fz.optimal_value(SPECTRUM, decay, k + 1), abs=1e-12)
 
 
 def test_flat_objective_autograd_hessian_shows_the_saddle_of_a_padded_rank_two_point():
-    Y, lam = instance(), 2.0
-    U, V = fz.optimal_factors(Y, lam, 3)
+    Y, decay = instance(), 2.0
+    U, V = fz.optimal_factors(Y, decay, 3)
     U[:, 2], V[:, 2] = 0, 0  # best rank-2 point plus a zero column
-    fun, _ = fz.flat_objective(Y, 3, lam)
+    fun, _ = fz.flat_objective(Y, 3, decay)
     H = optimize.hessian(fun, np.concatenate([U.ravel(), V.ravel()]))
-    assert np.linalg.eigvalsh(H).min() == pytest.approx(lam - 3.0, abs=1e-12)
+    assert np.linalg.eigvalsh(H).min() == pytest.approx(decay - 3.0, abs=1e-12)
 
 
 @pytest.mark.parametrize("call,match", [
     (lambda Y: fz.objective(Y, np.zeros((5, 2)), np.zeros((5, 2)), 1.0), "U must have 6 rows"),
     (lambda Y: fz.objective(Y, np.zeros((6, 2)), np.zeros((5, 3)), 1.0), "same width"),
-    (lambda Y: fz.objective(Y, np.zeros((6, 2)), np.zeros((5, 2)), -1.0), "lam"),
+    (lambda Y: fz.objective(Y, np.zeros((6, 2)), np.zeros((5, 2)), -1.0), "decay"),
     (lambda Y: fz.objective(Y, np.zeros((6, 2)), np.zeros((5, 2)), 1.0, True), "kappa"),
-    (lambda Y: fz.objective(Y, np.zeros((2, 6, 2)), np.zeros((2, 5, 2)), np.ones(3)), "lam"),
+    (lambda Y: fz.objective(Y, np.zeros((2, 6, 2)), np.zeros((2, 5, 2)), np.ones(3)), "decay"),
     (lambda Y: fz.objective(Y, np.full((6, 2), np.nan), np.zeros((5, 2)), 1.0), "U must be finite"),
     (lambda Y: fz.objective(Y[0], np.zeros((6, 2)), np.zeros((5, 2)), 1.0), "Y must be a 2-d"),
-    (lambda Y: fz.singular_value_threshold(Y, -0.1), "lam"),
+    (lambda Y: fz.singular_value_threshold(Y, -0.1), "decay"),
     (lambda Y: fz.convex_objective(Y, Y[:, :4], 1.0), "Z must have the shape"),
     (lambda Y: fz.convex_objective(Y, Y, 1.0, 0.5), "width is required"),
     (lambda Y: fz.optimal_value([1.0, 2.0], 1.0), "spectrum"),
@@ -310,7 +310,7 @@ def test_flat_objective_autograd_hessian_shows_the_saddle_of_a_padded_rank_two_p
     (lambda Y: fz.gradient_descent(Y, np.zeros((6, 2)), np.zeros((5, 2)), 1.0, step=0.0, tol=1e-9, max_steps=10), "step"),
     (lambda Y: fz.gradient_descent(Y, np.zeros((6, 2)), np.zeros((5, 2)), 1.0, step=0.1, tol=1e-9, max_steps=0), "max_steps"),
     (lambda Y: fz.meta_algorithm(Y, 0.0, np.zeros((6, 1)), np.zeros((5, 1)), step=0.1, gradient_tol=1e-9,
-                                 certificate_tol=1e-6), "lam"),
+                                 certificate_tol=1e-6), "decay"),
 ])
 def test_bad_input_raises(call, match):
     with pytest.raises(ValueError, match=match):
@@ -323,11 +323,11 @@ def test_torch_dtype_is_float64():
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # the divergence is the point
-@pytest.mark.parametrize("step, lam", [(1.0, 2.0), (0.1, 50.0)])
-def test_gradient_descent_that_diverges_stops_with_a_clear_error(step, lam):
+@pytest.mark.parametrize("step, decay", [(1.0, 2.0), (0.1, 50.0)])
+def test_gradient_descent_that_diverges_stops_with_a_clear_error(step, decay):
     """Too large a step, or a weight decay that makes the step too large: the engine stops the run
     instead of returning NaN factors."""
     rng = np.random.default_rng(12)
     U0, V0 = rng.standard_normal((6, 4)), rng.standard_normal((5, 4))
     with pytest.raises(FloatingPointError, match="gradient descent diverged before step .*not finite"):
-        fz.gradient_descent(instance(), U0, V0, lam, step=step, tol=1e-11, max_steps=2_000)
+        fz.gradient_descent(instance(), U0, V0, decay, step=step, tol=1e-11, max_steps=2_000)

@@ -22,13 +22,13 @@ def problem():
     return X, Y, 0.1, hg.sector_reference(X, Y[0], 0.1, tol=1e-11)
 
 
-def torch_objective(X, Y, shape1, shape2, lam):
+def torch_objective(X, Y, shape1, shape2, decay):
     Xt, Yt = torch.tensor(X), torch.tensor(Y)
     split = shape1[0] * shape1[1]
 
     def fun(w):
         W1, W2 = w[:split].reshape(shape1), w[split:].reshape(shape2)
-        return 0.5 * torch.sum((Yt - W2 @ torch.relu(W1.T @ Xt)) ** 2) + lam * 0.5 * (torch.sum(W1**2) + torch.sum(W2**2))
+        return 0.5 * torch.sum((Yt - W2 @ torch.relu(W1.T @ Xt)) ** 2) + decay * 0.5 * (torch.sum(W1**2) + torch.sum(W2**2))
 
     return fun
 
@@ -183,34 +183,34 @@ def test_cone_prox_is_exact():
 
 
 def test_reference_is_certified_and_realized_by_a_network(problem):
-    X, Y, lam, ref = problem
+    X, Y, decay, ref = problem
     assert 0 <= ref.gap <= 1e-11 * ref.primal
     W1, W2 = ref.network()
-    assert hg.objective(X, Y, W1, W2, lam) == pytest.approx(ref.primal, rel=1e-13)
+    assert hg.objective(X, Y, W1, W2, decay) == pytest.approx(ref.primal, rel=1e-13)
     assert np.allclose(hg.outputs(X, W1, W2), ref.Z, atol=1e-13)
     assert ref.active_groups() <= X.shape[1]
 
 
 def test_duality_gap_is_nonnegative_and_bounds_suboptimality(problem):
-    X, Y, lam, ref = problem
+    X, Y, decay, ref = problem
     rng = np.random.default_rng(13)
     for r in (1, 3, 10):
         W1, W2 = rng.standard_normal((2, r)), rng.standard_normal((1, r))
-        cert = hg.network_certificate(X, Y, W1, W2, lam)
+        cert = hg.network_certificate(X, Y, W1, W2, decay)
         assert cert.gap >= 0
         assert cert.dual <= ref.primal + 1e-12 and cert.primal >= ref.dual - 1e-12
-        assert cert.primal == pytest.approx(hg.objective(X, Y, W1, W2, lam), rel=1e-14)
+        assert cert.primal == pytest.approx(hg.objective(X, Y, W1, W2, decay), rel=1e-14)
 
 
 def test_gap_vanishes_when_the_certificate_of_theorem_19_holds(problem):
-    X, Y, lam, ref = problem
-    cert = hg.duality_gap_certificate(X, Y, ref.Z, ref.primal / lam - 0.5 * np.sum((Y - ref.Z) ** 2) / lam, lam)
-    assert cert.polar <= lam * (1 + 1e-9)
+    X, Y, decay, ref = problem
+    cert = hg.duality_gap_certificate(X, Y, ref.Z, ref.primal / decay - 0.5 * np.sum((Y - ref.Z) ** 2) / decay, decay)
+    assert cert.polar <= decay * (1 + 1e-9)
     assert abs(cert.scaling) <= 1e-9 and cert.gap <= 1e-9
 
 
 def test_induced_regularizer_is_a_norm_and_matches_the_reference(problem):
-    X, Y, lam, ref = problem
+    X, Y, decay, ref = problem
     rng = np.random.default_rng(14)
     z1, z2 = rng.standard_normal(15), rng.standard_normal(15)
     o1, o2 = hg.induced_regularizer(X, z1, 800), hg.induced_regularizer(X, z2, 800)
@@ -261,18 +261,18 @@ def test_split_units_keep_the_network_and_divide_the_dropout_penalty():
 
 
 def test_escape_changes_the_objective_exactly(problem):
-    X, Y, lam, ref = problem
+    X, Y, decay, ref = problem
     rng = np.random.default_rng(17)
     W1, W2 = rng.standard_normal((2, 2)), rng.standard_normal((1, 2))
     W1[:, 1], W2[:, 1] = 0, 0
-    step = hg.escape(X, Y, W1, W2, lam, slot=1)
+    step = hg.escape(X, Y, W1, W2, decay, slot=1)
     assert step.epsilon > 0 and step.change < 0
-    change = hg.objective(X, Y, step.W1, step.W2, lam) - hg.objective(X, Y, W1, W2, lam)
+    change = hg.objective(X, Y, step.W1, step.W2, decay) - hg.objective(X, Y, W1, W2, decay)
     assert change == pytest.approx(step.change, rel=1e-10)
-    appended = hg.escape(X, Y, W1[:, :1], W2[:, :1], lam)
+    appended = hg.escape(X, Y, W1[:, :1], W2[:, :1], decay)
     assert appended.W1.shape == (2, 2) and appended.change == pytest.approx(step.change)
     W1r, W2r = ref.network()
-    none = hg.escape(X, Y, W1r, W2r, lam * 1.01)
+    none = hg.escape(X, Y, W1r, W2r, decay * 1.01)
     assert none.epsilon == 0 and none.change == 0
 
 
@@ -282,7 +282,7 @@ def test_escape_changes_the_objective_exactly(problem):
         (lambda X, Y: hg.objective(X, Y, np.ones((3, 2)), np.ones((1, 2)), 0.1), "W1"),
         (lambda X, Y: hg.objective(X, Y, np.ones((2, 2)), np.ones((2, 2)), 0.1), "W2"),
         (lambda X, Y: hg.objective(X, Y, np.ones((2, 2)), np.ones((1, 3)), 0.1), "W1 and W2"),
-        (lambda X, Y: hg.objective(X, Y, np.ones((2, 2)), np.ones((1, 2)), -1.0), "lam"),
+        (lambda X, Y: hg.objective(X, Y, np.ones((2, 2)), np.ones((1, 2)), -1.0), "decay"),
         (lambda X, Y: hg.objective(X, Y[:, :3], np.ones((2, 2)), np.ones((1, 2)), 0.1), "X and Y"),
         (lambda X, Y: hg.objective(X, Y, np.full((2, 2), np.nan), np.ones((1, 2)), 0.1), "W1"),
         (lambda X, Y: hg.polar(np.ones((3, 15)), Y), "X"),
@@ -306,7 +306,7 @@ def test_bad_inputs_raise(call, name):
 
 
 def test_merged_reference_units_keep_output_and_cost(problem):
-    X, Y, lam, ref = problem
+    X, Y, decay, ref = problem
     W1, W2 = ref.network(merge=False)
     M1, M2 = ref.network()
     assert M1.shape[1] <= W1.shape[1] == ref.active_groups()
@@ -315,11 +315,11 @@ def test_merged_reference_units_keep_output_and_cost(problem):
 
 
 def test_non_increasing_path_slides_and_escapes(problem):
-    X, Y, lam, ref = problem
+    X, Y, decay, ref = problem
     rng = np.random.default_rng(18)
     W1, W2 = np.array([[0.8], [0.3]]), np.array([[0.9]])
     A, B = hg.split_units(W1, W2, rng.dirichlet(np.ones(16)))  # r = 16 > |φ| = 15, no zero unit
-    segments = hg.non_increasing_path(X, Y, A, B, lam, [(0.01, 300)], [(0.003, 300)], cycles=2, points=9)
+    segments = hg.non_increasing_path(X, Y, A, B, decay, [(0.01, 300)], [(0.003, 300)], cycles=2, points=9)
     kinds = [s.kind for s in segments]
     assert kinds[:3] == ["slide", "escape", "descent"] and kinds[-1] == "descent"
     for segment in segments:
@@ -330,29 +330,29 @@ def test_non_increasing_path_slides_and_escapes(problem):
             assert np.all(np.diff(segment.objective) <= 1e-13)
             assert segment.objective[-1] - segment.objective[0] == pytest.approx(segment.predicted_change, rel=1e-9)
     assert segments[-1].objective[-1] < segments[0].objective[0]
-    assert hg.objective(X, Y, segments[-1].W1, segments[-1].W2, lam) >= ref.dual
+    assert hg.objective(X, Y, segments[-1].W1, segments[-1].W2, decay) >= ref.dual
 
 
 def test_meta_algorithm_certifies_networks_that_descent_alone_leaves_stuck(problem):
     """From the zero network gradient descent cannot move (every gradient vanishes); the escapes of
     the meta-algorithm add units until the duality gap is within the requested accuracy."""
-    X, Y, lam, reference = problem
+    X, Y, decay, reference = problem
     W1, W2 = np.zeros((2, 2, 8)), np.zeros((2, 1, 8))
     W1[1] = 0.3 * np.random.default_rng(3).standard_normal((2, 8))  # a second run from a random first layer
-    stuck = hg.gradient_descent(X, Y, W1[:1], W2[:1], lam, [(0.05, 200)])
+    stuck = hg.gradient_descent(X, Y, W1[:1], W2[:1], decay, [(0.05, 200)])
     assert np.all(stuck.final["W1"] == 0)
-    run = hg.meta_algorithm(X, Y, W1, W2, lam, [(0.05, 2000)], [(0.05, 2000), (0.01, 2000)], accuracy=1e-2, rounds=20)
+    run = hg.meta_algorithm(X, Y, W1, W2, decay, [(0.05, 2000)], [(0.05, 2000), (0.01, 2000)], accuracy=1e-2, rounds=20)
     assert run.certified(1e-2).all() and run.escapes[0] >= 1 and 1 <= run.rounds <= 20
     for cert in run.certificates:
         assert cert.dual <= reference.primal + 1e-9 and cert.primal >= reference.primal - 1e-9
     with pytest.raises(ValueError, match="batch"):
-        hg.meta_algorithm(X, Y, W1[0], W2[0], lam, [(0.05, 10)], [(0.05, 10)], accuracy=1e-2, rounds=2)
+        hg.meta_algorithm(X, Y, W1[0], W2[0], decay, [(0.05, 10)], [(0.05, 10)], accuracy=1e-2, rounds=2)
 
 
 def test_sector_reference_checks_its_gap_every_check_every_iterations(problem):
     """The stopping rule as documented: the gap is computed every ``check_every`` iterations (and at the
     last), so the run stops at one of those, with the gap below tol·primal."""
-    X, Y, lam, reference = problem
+    X, Y, decay, reference = problem
     assert reference.iterations % 50 == 0 and reference.primal - reference.dual <= 1e-11 * reference.primal
-    again = hg.sector_reference(X, Y[0], lam, tol=1e-11, check_every=7)
+    again = hg.sector_reference(X, Y[0], decay, tol=1e-11, check_every=7)
     assert again.iterations % 7 == 0

@@ -147,3 +147,45 @@ def test_the_book_names_one_repository():
     citation = yaml.safe_load((ROOT / "CITATION.cff").read_text())
     assert citation["repository-code"] == url
     assert url in (ROOT / "chapters" / "about.md").read_text()
+
+
+# One code name per concept: θ is ``retain``, λ = (1 − θ)/θ (the dropout regularizer's weight) is
+# ``lam``, a weight decay is ``decay``.
+DROPOUT_LAM = {"deep", "dropconnect", "landscape", "linear", "relu", "rounding", "sensing", "shrinkage", "training"}
+WEIGHT_DECAY = {"factorization", "homogeneous"}
+
+
+def public_signatures():
+    """(module, qualified name, parameter names) of every public function, class and public method of
+    the mathematical modules."""
+    import importlib
+    import inspect
+    for stem in MATHEMATICS:
+        module = importlib.import_module(f"dropnb.{stem}")
+        for name, value in vars(module).items():
+            if name.startswith("_") or getattr(value, "__module__", None) != module.__name__:
+                continue
+            members = [(name, value)]
+            if inspect.isclass(value):
+                members += [(f"{name}.{m}", f) for m, f in vars(value).items()
+                            if not m.startswith("_") and inspect.isfunction(f)]
+            for qualname, member in members:
+                if callable(member):
+                    try:
+                        parameters = inspect.signature(member).parameters
+                    except (TypeError, ValueError):
+                        continue
+                    yield stem, qualname, member, list(parameters)
+
+
+def test_one_name_for_the_retain_probability_the_dropout_weight_and_the_weight_decay():
+    signatures = list(public_signatures())
+    assert [(m, q) for m, q, _, names in signatures if "theta" in names] == []
+    assert {m for m, _, _, names in signatures if "lam" in names} <= DROPOUT_LAM
+    for module in WEIGHT_DECAY:
+        assert any("decay" in names for m, _, _, names in signatures if m == module)
+    weight_decay = [(m, q) for m, q, f, names in signatures if "lam" in names and "weight decay" in (f.__doc__ or "")]
+    assert weight_decay == []
+    for name in ("factorization_gradient", "relu_value", "relu_gradient"):
+        names = [names for m, q, _, names in signatures if (m, q) == ("rounding", name)][0]
+        assert "decay" in names and "lam" not in names

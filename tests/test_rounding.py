@@ -267,5 +267,5 @@ def test_relu_bounds_formula_scaling_and_bad_input():
     assert rounding.relu_value(X, 2 * Y, W1, 2 * W2, 0.0) == pytest.approx(4 * rounding.relu_value(X, Y, W1, W2, 0.0))
     with pytest.raises(ValueError, match="^shapes"):
         rounding.relu_value(X, Y.T, W1, W2, lam)
-    with pytest.raises(ValueError, match="^lam must"):
+    with pytest.raises(ValueError, match="^decay must"):
         rounding.relu_gradient(X, Y, W1, W2, float("nan"))

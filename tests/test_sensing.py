@@ -130,7 +130,7 @@ def test_spearman_critical_values():
 
 def test_bad_inputs_name_the_argument():
     _, U, V, A, y = _problem()
-    with pytest.raises(ValueError, match="theta"):
+    with pytest.raises(ValueError, match="retain"):
         sensing.dropout_objective(U, V, A, y, 0.0)
     with pytest.raises(ValueError, match="y"):
         sensing.dropout_objective(U, V, A, y[:-1], 0.5)
