@@ -1,10 +1,14 @@
-"""The code passes ruff with the rules of pyproject.toml (pyflakes and pycodestyle's error classes)."""
+"""The code passes ruff with the rules of pyproject.toml (pyflakes and pycodestyle's error classes):
+the package, the tests and the benchmarks, and the code cells of every page, read as one script
+per page (a notebook imports after its parameters cell, so E402 is not asked of pages)."""
 
 import subprocess
 import sys
 from pathlib import Path
 
-from dropnb.book.layout import ROOT
+import jupytext
+
+from dropnb.book.layout import CHAPTERS, ROOT
 
 RUFF = Path(sys.executable).with_name("ruff")
 
@@ -20,4 +24,42 @@ def test_ruff_reports_an_unused_import(tmp_path):
     (tmp_path / "module.py").write_text("import os\n")
     result = subprocess.run([str(RUFF), "check", "--config", str(ROOT / "pyproject.toml"), str(tmp_path)],
                             capture_output=True, text=True)
+    assert result.returncode == 1 and "F401" in result.stdout
+
+
+def page_scripts(pages: list[Path], folder: Path) -> list[Path]:
+    """The code cells of each MyST notebook in ``pages``, one script a page, written to ``folder``."""
+    scripts = []
+    for page in pages:
+        cells = [cell.source for cell in jupytext.read(page).cells if cell.cell_type == "code"]
+        script = folder / f"{page.stem}.py"
+        script.write_text("\n\n".join(cells) + "\n")
+        scripts.append(script)
+    return scripts
+
+
+def ruff_on_pages(pages: list[Path], folder: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(RUFF), "check", "--config", str(ROOT / "pyproject.toml"), "--ignore", "E402",
+                           "--output-format", "concise", *map(str, page_scripts(pages, folder))],
+                          capture_output=True, text=True)
+
+
+def executable_pages() -> list[Path]:
+    return sorted(p for p in CHAPTERS.glob("*.md") if "```{code-cell}" in p.read_text())
+
+
+def test_the_pages_code_passes_ruff(tmp_path):
+    pages = executable_pages()
+    assert len(pages) >= 30
+    result = ruff_on_pages(pages, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_reads_a_pages_code_cells(tmp_path):
+    """The page check can fail: an unused import in a code cell is reported."""
+    page = tmp_path / "page.md"
+    header = (CHAPTERS / "regularizer.md").read_text().split("\n---\n")[0] + "\n---\n"
+    page.write_text(header + "\n# A page\n\n```{code-cell} ipython3\nimport os\n```\n")
+    (tmp_path / "scripts").mkdir()
+    result = ruff_on_pages([page], tmp_path / "scripts")
     assert result.returncode == 1 and "F401" in result.stdout
