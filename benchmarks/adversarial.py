@@ -1,4 +1,4 @@
-"""Benchmarks of `dropnb.adversarial`: the image attacks, and the grid search of Figure 6-2.
+"""Benchmarks of `dropnb.classifiers` and `dropnb.adversarial`: the image attacks, and the grid search of Figure 6-2.
 
 Attack steps per second (one step is one gradient step on one point of one run) of the batched
 attack (`classifier_attack`), R two-layer networks as one tensor program, against a loop that
@@ -19,7 +19,7 @@ import time
 import numpy as np
 import torch
 
-from dropnb import adversarial
+from dropnb import adversarial, classifiers
 from dropnb.book.config import configure_threads, default_device
 
 DIM, WIDTH = 784, 100
@@ -28,7 +28,7 @@ DIM, WIDTH = 784, 100
 def attack(params: dict, x: torch.Tensor, y: torch.Tensor, steps: int, rule: str) -> float:
     """Seconds of one ``steps``-step attack of every point of x for the networks ``params``."""
     start = time.perf_counter()
-    adversarial.classifier_attack(params, x, y, 0.01, 0.1, 0.01, steps, "reflected", rule, "linf")
+    classifiers.classifier_attack(params, x, y, 0.01, 0.1, 0.01, steps, "reflected", rule, "linf")
     if x.device.type == "cuda":
         torch.cuda.synchronize()
     return time.perf_counter() - start
@@ -59,7 +59,7 @@ def main() -> None:
     threads = configure_threads()
     device = default_device()
     generator = torch.Generator(device).manual_seed(0)
-    params = adversarial.mlp_init(args.runs, DIM, WIDTH, 1, generator)
+    params = classifiers.mlp_init(args.runs, DIM, WIDTH, 1, generator)
     dtype = params["W1"].dtype
     x = torch.rand((args.runs, args.points, DIM), generator=generator, device=device, dtype=dtype)
     y = torch.where(torch.rand((args.runs, args.points), generator=generator, device=device) < 0.5, -1.0, 1.0)

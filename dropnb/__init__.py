@@ -21,7 +21,9 @@ everything under :mod:`dropnb.book`, which imports no mathematical module but :m
 * training dynamics: :mod:`~dropnb.twolayer` (dropout training of two-layer ReLU networks in the
   lazy regime: Algorithm 4, the certified NTK margin in the plane, the convergence theorems'
   constants), :mod:`~dropnb.adversarial` (adversarial training of two-layer leaky-ReLU networks
-  with the reflected loss: Algorithms 5 and 6, exact worst cases, the multi-class toys);
+  with the reflected loss: Algorithms 5 and 6, exact worst cases, the multi-class toys),
+  :mod:`~dropnb.classifiers` (two-layer image classifiers, MLP and CNN batched over runs: their PGD
+  attacks and their standard or adversarial training);
 * numerics: :mod:`~dropnb.engine` (the training engine: schedules, the descent loop, autograd
   training on any device), :mod:`~dropnb.training` (dropout training of linear networks, of matrix
   completion and of two-layer ReLU networks, batched over runs), :mod:`~dropnb.optimize` (L-BFGS

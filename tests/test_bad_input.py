@@ -35,7 +35,7 @@ import dropnb.book
 from dropnb import engine, factorization, features, homogeneous, masks, optimize, stats
 from dropnb.book import claims as claims_module
 from dropnb.book.layout import GOLDENS
-from dropnb import adversarial, checks, twolayer
+from dropnb import checks, classifiers, twolayer
 
 # Modules of the book's machinery (dropnb.book) out of scope: they take paths, HTML and docutils/sphinx
 # objects, not numbers, and run outside the chapters. Only a module of dropnb.book may be out of scope:
@@ -678,15 +678,15 @@ EXAMPLES.update({
     "adversarial.lattice_flip_count": dict(x=np.array([1.0, 0.8, 0.2]), y=0, radius=0.4, box=0.45, points=5,
                                            endpoints=False),
     # two-layer networks on images: R = 2 runs, d = 3 inputs, m = 4 units, one output or three classes
-    "adversarial.mlp_init": dict(runs=2, dim=3, width=4, outputs=1, generator=tgen(), dtype=torch.float64),
-    "adversarial.conv_init": dict(runs=2, side=6, channels=3, kernel=2, outputs=4, generator=tgen(), dtype=torch.float32),
-    "adversarial.classifier_logits": dict(params=Fresh(lambda: adversarial.mlp_init(2, 3, 4, 1, torch.Generator().manual_seed(1))),
+    "classifiers.mlp_init": dict(runs=2, dim=3, width=4, outputs=1, generator=tgen(), dtype=torch.float64),
+    "classifiers.conv_init": dict(runs=2, side=6, channels=3, kernel=2, outputs=4, generator=tgen(), dtype=torch.float32),
+    "classifiers.classifier_logits": dict(params=Fresh(lambda: classifiers.mlp_init(2, 3, 4, 1, torch.Generator().manual_seed(1))),
                                    x=T(np.full((2, 2, 3), 0.5)), alpha=0.1),
-    "adversarial.classifier_attack": dict(params=Fresh(lambda: adversarial.mlp_init(2, 3, 4, 3, torch.Generator().manual_seed(1))),
+    "classifiers.classifier_attack": dict(params=Fresh(lambda: classifiers.mlp_init(2, 3, 4, 3, torch.Generator().manual_seed(1))),
                                    x=T(np.full((2, 2, 3), 0.5)), y=T([[0.0, 2.0], [1.0, 1.0]]), alpha=0.1, radius=0.2,
                                    step=0.05, steps=2, loss="greedy", rule="sign", ball="linf", decay_every=1, decay=0.5,
                                    clip=(0.0, 1.0), restarts=1, generator=tgen()),
-    "adversarial.classifier_train": dict(params=Fresh(lambda: adversarial.mlp_init(2, 3, 4, 1, torch.Generator().manual_seed(1))),
+    "classifiers.classifier_train": dict(params=Fresh(lambda: classifiers.mlp_init(2, 3, 4, 1, torch.Generator().manual_seed(1))),
                                   X=T(np.array([[0.1, 0.9, 0.3], [0.8, 0.2, 0.5], [0.4, 0.4, 0.9]])),
                                   y=T([1.0, -1.0, 1.0]), alpha=0.1, lr=0.5, epochs=2, batch=2, generator=tgen(),
                                   lr_every=1, lr_decay=0.5,
@@ -896,8 +896,8 @@ for _entry in ("adversarial.leaky_relu", "adversarial.reflected_logistic"):
         ACCEPTED[(_entry, "z", _mutation)] = "elementwise: an array of any shape, a single number or none"
 # Tensors of another dtype that a function converts, as documented, to the dtype it computes in.
 for _entry, _name in [("adversarial.pgd_attack", "W"), ("adversarial.pgd_attack", "x"),
-                      ("adversarial.classifier_logits", "x"), ("adversarial.classifier_attack", "x"),
-                      ("adversarial.classifier_train", "X")]:
+                      ("classifiers.classifier_logits", "x"), ("classifiers.classifier_attack", "x"),
+                      ("classifiers.classifier_train", "X")]:
     ACCEPTED[(_entry, _name, "float32")] = "moved to the dtype of the weights (W, or the parameters)"
 for _entry, _name in [("adversarial.adversarial_training", "W1"), ("twolayer.dropout_sgd", "W1"),
                       ("twolayer.dropout_sgd", "margin_map")]:
@@ -1084,7 +1084,7 @@ MISMATCHED = [entry for entry in ENTRIES if any(True for _ in mismatched_calls(e
 def test_mismatched_tensors_are_generated():
     """The batched torch functions are among those whose tensors are made to disagree."""
     assert {"deep.batched_objective", "linear.batched_objective", "dropconnect.batched_objective",
-            "features.features", "sensing.completion_gradient", "adversarial.classifier_logits",
+            "features.features", "sensing.completion_gradient", "classifiers.classifier_logits",
             "adversarial.pgd_attack", "twolayer.dropout_sgd"} <= set(MISMATCHED)
 
 

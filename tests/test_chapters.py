@@ -718,20 +718,20 @@ PLANTED_BUGS = {
     ),
     'the reflected attack objective without its minus sign, +ln(1 + e^{yf})': (
         'adversarial-experiments',
-        'import inspect, dropnb.adversarial as _A\n'
-        "exec(inspect.getsource(_A._objective).replace('else -torch.nn.functional.softplus(margin)', 'else torch.nn.functional.softplus(margin)'), _A.__dict__)",
+        'import inspect, dropnb.classifiers as _C\n'
+        "exec(inspect.getsource(_C._objective).replace('else -torch.nn.functional.softplus(margin)', 'else torch.nn.functional.softplus(margin)'), _C.__dict__)",
         'adversarial.table61.reflected-l2-stronger',
     ),
     "the image attacks' steps not clipped to the pixel range": (
         'adversarial-experiments',
-        'import inspect, dropnb.adversarial as _A\n'
-        "exec(inspect.getsource(_A._ascend).replace('moved = moved.clamp(*clip)', 'moved = moved'), _A.__dict__)",
+        'import inspect, dropnb.classifiers as _C\n'
+        "exec(inspect.getsource(_C._ascend).replace('moved = moved.clamp(*clip)', 'moved = moved'), _C.__dict__)",
         'adversarial.art.fgsm-linf',
     ),
     "the image attacks stepping along the previous iterate's gradient": (
         'adversarial-experiments',
-        'import inspect, dropnb.adversarial as _A\n'
-        "exec(inspect.getsource(_A._ascend).replace('        (g,) = torch.autograd.grad(objective, delta)\\n', '        (g,) = torch.autograd.grad(objective, delta)\\n        g, stale = (stale if t else g), g\\n'), _A.__dict__)",
+        'import inspect, dropnb.classifiers as _C\n'
+        "exec(inspect.getsource(_C._ascend).replace('        (g,) = torch.autograd.grad(objective, delta)\\n', '        (g,) = torch.autograd.grad(objective, delta)\\n        g, stale = (stale if t else g), g\\n'), _C.__dict__)",
         'adversarial.art.bim-linf',
     ),
     'the reflected loss without its minus sign, ln(1 + e^z)': (
@@ -748,8 +748,8 @@ PLANTED_BUGS = {
     ),
     'the normalised attack step divided by the squared norm': (
         'adversarial-experiments',
-        'import inspect, dropnb.adversarial as _A\n'
-        "exec(inspect.getsource(_A._ascend).replace('s = g / torch.where(norm > 0, norm, torch.ones_like(norm))', 's = g / torch.where(norm > 0, norm**2, torch.ones_like(norm))'), _A.__dict__)",
+        'import inspect, dropnb.classifiers as _C\n'
+        "exec(inspect.getsource(_C._ascend).replace('s = g / torch.where(norm > 0, norm, torch.ones_like(norm))', 's = g / torch.where(norm > 0, norm**2, torch.ones_like(norm))'), _C.__dict__)",
         'adversarial.art.fgsm-l2',
     ),
     'the exact worst margin of a linear model with +ν‖w‖': (
