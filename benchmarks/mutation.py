@@ -27,8 +27,8 @@ judge the book (claims, rounding bounds, notebooks, …).
    one of its pages catches it, …). A mutant runs a chapter's pages cheapest first and stops at the
    first that catches it (``--every-page`` runs them all); the cheapest mutants run first, so a
    cut-short run still has whole mutants (``--report`` writes the report from what has run, from
-   the cached trace even if the sources changed since, judging the golden verdicts again with
-   today's :mod:`dropnb.book.regression`).
+   the cached trace even if the sources changed since). The golden verdict is decided when the
+   report is written, with today's :mod:`dropnb.book.regression`.
 
 The report goes to ``benchmarks/results/mutation.md`` (with ``mutation.png`` and the raw outcomes
 in ``mutation.json``); outcomes are cached in ``_build/mutation/outcomes.jsonl`` so an
@@ -406,32 +406,30 @@ def moved(baseline: list[dict], records: list[dict]) -> list[dict]:
     return out
 
 
-def classify(outcome: dict, baseline: list[dict], page: str) -> dict:
-    """caught (a claim failed), crashed (another exception), golden (every claim held, the comparison with
-    the page's golden failed), survived (a record moved, the golden did not notice) or equivalent."""
+def classify(outcome: dict, baseline: list[dict]) -> dict:
+    """caught (a claim failed), crashed (another exception), survived (a record moved) or equivalent; whether
+    the golden notices a survivor is decided by :func:`judged_by_golden`, when the report is written."""
     failed = [r["id"] for r in outcome["records"] if not r["passed"]]
     changes = moved(baseline, outcome["records"])
-    golden = differences(read_golden(page), outcome["records"]) if changes else []
     if failed:
         verdict = "caught"
     elif outcome["returncode"] != 0:
         verdict = "crashed"
-    elif golden:
-        verdict = "golden"
     elif changes:
         verdict = "survived"
     else:
         verdict = "equivalent"
     return {"verdict": verdict, "failed_claim": failed[0] if failed else None, "moved": changes,
-            "golden": golden[:3], "error": outcome["error"], "seconds": round(outcome["seconds"], 1)}
+            "error": outcome["error"], "seconds": round(outcome["seconds"], 1)}
 
 
 VERDICTS = ("caught", "crashed", "golden", "survived", "equivalent")
 
 
-def rejudged(row: dict, baseline: list[dict], page: str) -> dict:
-    """``row`` with its golden verdict judged again by today's :mod:`dropnb.book.regression`: the mutant's records
-    are the baseline with the fields that moved, so a change of the comparison needs no new runs."""
+def judged_by_golden(row: dict, baseline: list[dict], page: str) -> dict:
+    """``row`` with a survivor split into golden and survived by today's :mod:`dropnb.book.regression`: the
+    mutant's records are the baseline with the fields that moved, so a change of the comparison needs no new
+    runs."""
     if row["verdict"] not in ("golden", "survived"):
         return row
     records = {r["id"]: dict(r) for r in baseline}
@@ -492,7 +490,7 @@ def run_mutants(mutants: list[Mutant], traced: dict, parallel: int, every_page: 
                     package = mutated_package(mutant, Path(scratch))
                     outcome = run_page(page, package, Path(scratch) / "run", timeout=3 * base["seconds"] + 60)
                 row = {"trace": traced["key"], "mutant": mutant.key, "page": page,
-                       **classify(outcome, base["records"], page)}
+                       **classify(outcome, base["records"])}
                 with lock:
                     done[(mutant.key, page)] = row
                     with cache.open("a") as handle:
@@ -727,7 +725,7 @@ def main() -> None:
         page = min(pages, key=lambda p: traced["pages"][p]["seconds"])
         with tempfile.TemporaryDirectory(prefix="mutation-identity-") as scratch:
             outcome = run_page(page, mutated_package(None, Path(scratch)), Path(scratch) / "run")
-        row = classify(outcome, traced["pages"][page]["records"], page)
+        row = classify(outcome, traced["pages"][page]["records"])
         print(f"unmutated copy on {page}: {row['verdict']} ({outcome['seconds']:.0f} s untraced; must be "
               f"equivalent: the traced baseline is reproduced) {row['moved'][:3]}", flush=True)
         mutants = sorted(mutants, key=lambda m: sum(traced["pages"][p]["seconds"] for p in m.pages))[:2]
@@ -740,7 +738,7 @@ def main() -> None:
     outcomes = run_mutants([] if args.report else mutants, traced, args.parallel, args.every_page)
     if args.report:
         outcomes = cached_outcomes(traced, mutants)
-    outcomes = {key: rejudged(row, traced["pages"][row["page"]]["records"], row["page"])
+    outcomes = {key: judged_by_golden(row, traced["pages"][row["page"]]["records"], row["page"])
                 for key, row in outcomes.items()}
     RESULTS.mkdir(parents=True, exist_ok=True)
     per_page, per_chapter = tally(mutants, outcomes, traced, pages)
