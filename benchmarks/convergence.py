@@ -1,4 +1,4 @@
-"""Benchmark of Algorithm 4 (`dropnb.twolayer.dropout_sgd`); prints its figures.
+"""Benchmark of Algorithm 4 (`dropnb.relu_lazy.dropout_sgd`); prints its figures.
 
 Samples per second (one sample is one step of one run) of the batched engine, R runs of one width
 as one tensor program, against a loop that trains the same R runs one at a time through the same
@@ -16,7 +16,7 @@ import time
 import numpy as np
 import torch
 
-from dropnb import twolayer
+from dropnb import relu_lazy
 from dropnb.book.config import configure_threads, default_device
 
 DIM, GAP = 10, 0.1
@@ -27,11 +27,11 @@ def train(runs: int, width: int, steps: int, device: torch.device, seed: int) ->
     generator = torch.Generator(device).manual_seed(seed)
     W1 = torch.randn((runs, width, DIM), generator=generator, device=device)
     a = torch.where(torch.rand((runs, width), generator=generator, device=device) < 0.5, -1.0, 1.0)
-    sampler = twolayer.sphere_margin_sampler(DIM, GAP, runs, generator)
+    sampler = relu_lazy.sphere_margin_sampler(DIM, GAP, runs, generator)
     retain = np.resize([1.0, 0.5, 0.2], runs)
     radius = float(W1.norm(dim=-1).max()) + 30.0
     start = time.perf_counter()
-    twolayer.dropout_sgd(sampler, W1, a, retain, math.log(2), radius, steps, generator, checkpoints=[0, steps],
+    relu_lazy.dropout_sgd(sampler, W1, a, retain, math.log(2), radius, steps, generator, checkpoints=[0, steps],
                          progress=False)
     if device.type == "cuda":
         torch.cuda.synchronize()

@@ -16,9 +16,9 @@ everything under :mod:`dropnb.book`, which imports no mathematical module but :m
   :mod:`~dropnb.factorization` (matrix factorization with weight decay of variable width),
   :mod:`~dropnb.homogeneous` (positively homogeneous networks and their certificates);
 * capacity: :mod:`~dropnb.sensing` (matrix sensing and completion with dropout, the weighted trace
-  norm and its Rademacher complexity), :mod:`~dropnb.relu` (two-layer ReLU networks: the dropout
+  norm and its Rademacher complexity), :mod:`~dropnb.relu_capacity` (two-layer ReLU networks: the dropout
   regularizer, retentivity, exact Rademacher complexities in the plane, co-adaptation);
-* training dynamics: :mod:`~dropnb.twolayer` (dropout training of two-layer ReLU networks in the
+* training dynamics: :mod:`~dropnb.relu_lazy` (dropout training of two-layer ReLU networks in the
   lazy regime: Algorithm 4, the certified NTK margin in the plane, the convergence theorems'
   constants), :mod:`~dropnb.adversarial` (adversarial training of two-layer leaky-ReLU networks
   with the reflected loss: Algorithms 5 and 6, exact worst cases, the multi-class toys),

@@ -13,7 +13,7 @@ The loss is the logistic loss in natural log, ℓ(z) = ln(1 + e^{−z}), and the
   W ← W − η∇_W ℓ(y f(δ_t; W)), recording the invariants of Lemma 19 along the way.
 
 Also here: the reflected loss (:func:`reflected_logistic`; the loss and its slope are
-:func:`dropnb.twolayer.logistic` and :func:`dropnb.twolayer.logistic_slope` with ``base=e``), the network
+:func:`dropnb.relu_lazy.logistic` and :func:`dropnb.relu_lazy.logistic_slope` with ``base=e``), the network
 (:func:`leaky_relu`, :func:`network`), exact worst cases (:func:`worst_margin_plane` in the plane,
 :func:`linear_worst_margin` for α = 1), a certified superset of the β-broken points
 (:func:`beta_certificate`), and the multi-class toys of the source's Section 6.5
@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from . import checks
-from .twolayer import logistic
+from .relu_lazy import logistic
 from .engine import Run, Schedule, check_checkpoints, descend
 
 LOSSES = ("reflected", "logistic")
@@ -52,7 +52,7 @@ def leaky_relu(z, alpha: float) -> np.ndarray | float:
 
 
 def reflected_logistic(z) -> np.ndarray | float:
-    """ℓ₋(z) = −ℓ(−z) = −ln(1 + e^{z}), with ℓ the logistic loss in natural log (:func:`dropnb.twolayer.logistic`)."""
+    """ℓ₋(z) = −ℓ(−z) = −ln(1 + e^{z}), with ℓ the logistic loss in natural log (:func:`dropnb.relu_lazy.logistic`)."""
     z = checks.matrix(z, "z", ndim=np.ndim(z), empty=True)
     value = -np.asarray(logistic(-z, base=math.e))
     return float(value) if value.ndim == 0 else value
@@ -250,7 +250,7 @@ def adversarial_training(sample, W1, a, alpha: float, radius: float, eta: float,
     CPU, float32 on a GPU).
 
     W1 (R, m, d), a (R, m); ν = ``radius`` and η = ``eta`` are numbers or one per run; ``sample(n)`` gives x (n, R, d), y (n, R) as in
-    :func:`dropnb.twolayer.sphere_margin_sampler`. Step t draws (x_t, y_t), attacks it with
+    :func:`dropnb.relu_lazy.sphere_margin_sampler`. Step t draws (x_t, y_t), attacks it with
     :func:`pgd_attack` (step η_atk = c/(κ²m‖W_t‖_F²), c = ``attack_rate``, κ = max_r |a_r|; T_atk =
     ``attack_steps``, or min(T_atk, ⌈8ν²/(η_atk ϵ)⌉) with ϵ = ``accuracy``), sets z_t = y_t f(δ_t; W_t),
     Q_t = −ℓ'(z_t) = 1/(1 + e^{z_t}) and w_r ← w_r + η Q_t y_t a_r σ'(w_rᵀδ_t) δ_t.

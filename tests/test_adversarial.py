@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from dropnb import adversarial, twolayer
+from dropnb import adversarial, relu_lazy
 
 
 def _net(seed=0, runs=1, m=6, d=3):
@@ -21,10 +21,10 @@ def _net(seed=0, runs=1, m=6, d=3):
 def test_losses_against_formulas_and_finite_differences():
     z = np.linspace(-5, 5, 101)
     assert np.allclose(adversarial.reflected_logistic(z), -np.log1p(np.exp(z)), rtol=1e-14)
-    assert np.allclose(twolayer.logistic_slope(z, base=np.e), 1 / (1 + np.exp(z)), rtol=1e-14)
+    assert np.allclose(relu_lazy.logistic_slope(z, base=np.e), 1 / (1 + np.exp(z)), rtol=1e-14)
     h = 1e-6  # −ℓ' is the slope of ℓ(z) = ln(1 + e^{−z})
     fd = -(np.log1p(np.exp(-(z + h))) - np.log1p(np.exp(-(z - h)))) / (2 * h)
-    assert np.allclose(twolayer.logistic_slope(z, base=np.e), fd, atol=1e-8)
+    assert np.allclose(relu_lazy.logistic_slope(z, base=np.e), fd, atol=1e-8)
     assert adversarial.leaky_relu(-2.0, 0.25) == -0.5 and adversarial.leaky_relu(3.0, 0.25) == 3.0
 
 
@@ -139,7 +139,7 @@ def test_lemma19_invariants_hold_on_a_short_run():
     a = torch.where(torch.rand((3, m), generator=g) < 0.5, -1.0, 1.0) / math.sqrt(m)
     v = torch.zeros(d)
     v[0] = 1.0
-    run = adversarial.adversarial_training(twolayer.sphere_margin_sampler(d, gamma, 3, g), W1, a, 0.5, nu,
+    run = adversarial.adversarial_training(relu_lazy.sphere_margin_sampler(d, gamma, 3, g), W1, a, 0.5, nu,
                                            1 / (1 + nu) ** 2, 200, g, direction=v, margin=gamma, progress=False)
     assert run.metrics["norm_excess"][-1].max() <= 3
     assert run.metrics["increment"][-1].min() >= (1 / math.sqrt(m)) * (1 - 1e-12)

@@ -35,7 +35,7 @@ import dropnb.book
 from dropnb import engine, factorization, features, homogeneous, masks, optimize, stats
 from dropnb.book import claims as claims_module
 from dropnb.book.layout import GOLDENS
-from dropnb import checks, classifiers, twolayer
+from dropnb import checks, classifiers, relu_lazy
 
 # Modules of the book's machinery (dropnb.book) out of scope: they take paths, HTML and docutils/sphinx
 # objects, not numbers, and run outside the chapters. Only a module of dropnb.book may be out of scope:
@@ -78,7 +78,7 @@ OUT_OF_SCOPE = {
     "masks.MaskDistribution": "abstract base class (its methods are tested on each distribution)",
     "datasets.DataUnavailable": "exception type",
     "datasets.Ratings": "result record built by datasets.movielens_100k",
-    "twolayer.CircleMargin": "result record built by twolayer.circle_margin",
+    "twolayer.CircleMargin": "result record built by relu_lazy.circle_margin",
     "adversarial.Attack": "result record built by adversarial.pgd_attack",
 }
 
@@ -333,24 +333,24 @@ EXAMPLES.update({
         Y=T(U), cbar=T(np.eye(2) / 2)),
     "features.train": dict(X=V, Y=U, mask=BERNOULLI, hidden=[2], runs=2, lr=0.01, steps=2, rng=rng(),
                            progress=False),
-    # relu
-    "relu.activation_scales": dict(V=V, X=M.T),
-    "relu.coadaptation": dict(u=[1.0, -2.0], scales=[0.5, 1.0]),
-    "relu.dropout_regularizer": dict(U=W2, V=W1, X=X2, lam=0.5),
-    "relu.enumerated_dropout_loss": dict(U=W2, V=W1, X=X2, Y=Y1, retain=0.5),
-    "relu.path_regularizer": dict(U=W2, V=W1, lam=0.5),
-    "relu.gaussian_relu_moment": dict(v=np.array([1.0, -0.5]), mean=np.array([0.5, 0.2]), cov=SYM),
-    "relu.gaussian_retentivity": dict(mean=np.array([0.5, 0.2]), cov=SYM),
-    "relu.retentivity_ratio": dict(v=np.array([1.0, -0.5]), Z=X2, weights=np.full(4, 0.25)),
-    "relu.proposition2_atoms": dict(delta=0.1),
-    "relu.retentivity_2d": dict(Z=X2, weights=np.full(4, 0.25)),
-    "relu.mahalanobis_norm": dict(X=X2, S=SYM),
-    "relu.linear_class_sup": dict(X=X2, S=SYM, signs=np.array([[1.0, -1.0, 1.0, 1.0]])),
-    "relu.relu_ratio": dict(v=np.array([[1.0, -0.5], [0.2, 1.0]]), X=X2, signs=np.array([[1.0, -1.0, 1.0, 1.0]]),
+    # relu_capacity
+    "relu_capacity.activation_scales": dict(V=V, X=M.T),
+    "relu_capacity.coadaptation": dict(u=[1.0, -2.0], scales=[0.5, 1.0]),
+    "relu_capacity.dropout_regularizer": dict(U=W2, V=W1, X=X2, lam=0.5),
+    "relu_capacity.enumerated_dropout_loss": dict(U=W2, V=W1, X=X2, Y=Y1, retain=0.5),
+    "relu_capacity.path_regularizer": dict(U=W2, V=W1, lam=0.5),
+    "relu_capacity.gaussian_relu_moment": dict(v=np.array([1.0, -0.5]), mean=np.array([0.5, 0.2]), cov=SYM),
+    "relu_capacity.gaussian_retentivity": dict(mean=np.array([0.5, 0.2]), cov=SYM),
+    "relu_capacity.retentivity_ratio": dict(v=np.array([1.0, -0.5]), Z=X2, weights=np.full(4, 0.25)),
+    "relu_capacity.proposition2_atoms": dict(delta=0.1),
+    "relu_capacity.retentivity_2d": dict(Z=X2, weights=np.full(4, 0.25)),
+    "relu_capacity.mahalanobis_norm": dict(X=X2, S=SYM),
+    "relu_capacity.linear_class_sup": dict(X=X2, S=SYM, signs=np.array([[1.0, -1.0, 1.0, 1.0]])),
+    "relu_capacity.relu_ratio": dict(v=np.array([[1.0, -0.5], [0.2, 1.0]]), X=X2, signs=np.array([[1.0, -1.0, 1.0, 1.0]]),
                             Z=X2, weights=np.full(4, 0.25)),
-    "relu.relu_rademacher_2d": dict(X=X2, Z=X2, weights=np.full(4, 0.25), signs=np.array([[1.0, -1.0, 1.0, 1.0]])),
-    "relu.linear_as_relu": dict(w=np.array([1.0, -0.5]), width=4),
-    "relu.finite_class_rademacher": dict(G=np.array([[1.0, -1.0, 0.5], [0.0, 1.0, -1.0]])),
+    "relu_capacity.relu_rademacher_2d": dict(X=X2, Z=X2, weights=np.full(4, 0.25), signs=np.array([[1.0, -1.0, 1.0, 1.0]])),
+    "relu_capacity.linear_as_relu": dict(w=np.array([1.0, -0.5]), width=4),
+    "relu_capacity.finite_class_rademacher": dict(G=np.array([[1.0, -1.0, 0.5], [0.0, 1.0, -1.0]])),
     # sensing (M: 2 × 3, U: 2 × 2, V: 3 × 2; three measurements)
     "sensing.dropout_objective": dict(U=U, V=V, A=np.stack([M, 2 * M, -M]), y=np.array([1.0, 0.5, -0.2]), retain=0.5),
     "sensing.enumerated_dropout_loss": dict(U=U, V=V, A=np.stack([M, 2 * M, -M]), y=np.array([1.0, 0.5, -0.2]),
@@ -383,9 +383,9 @@ EXAMPLES.update({
 
 
 
-    "relu.outputs": dict(u=np.array([1.0, -2.0]), V=V[:2], X=X2),
-    "relu.clipped_squared_loss": dict(u=np.array([1.0, -2.0]), V=V[:2], X=X2, y=Y1[0]),
-    "relu.symmetrized": dict(X=X2, rng=rng()),
+    "relu_capacity.outputs": dict(u=np.array([1.0, -2.0]), V=V[:2], X=X2),
+    "relu_capacity.clipped_squared_loss": dict(u=np.array([1.0, -2.0]), V=V[:2], X=X2, y=Y1[0]),
+    "relu_capacity.symmetrized": dict(X=X2, rng=rng()),
     # datasets
     "datasets.package_file": dict(package="dropnb", relative="__init__.py", sha256=INIT_SHA),
     "datasets.movielens_100k": dict(verbose=False),
@@ -633,21 +633,21 @@ EXAMPLES.update({
                                            progress=False),
     "training.deep_dropout_sgd": dict(M=M, layers0=[W[None] for W in LAYERS], lam=0.5, lr=0.01, steps=3,
                                       generator=tgen(), batch_size=2, progress=False),
-    # twolayer (network: m = 3 units in the plane, four inputs; Algorithm 4: R = 2 runs of m = 3 units in R^3)
-    "twolayer.logistic": dict(z=np.array([-1.0, 0.0, 2.5]), base=2.0),
-    "twolayer.logistic_slope": dict(z=np.array([-1.0, 0.0, 2.5]), base=2.0),
-    "twolayer.network": dict(W=V, a=np.array([1.0, -1.0, 1.0]), X=X2, mask=np.array([[1.0, 0.0, 1.0, 1.0]] * 3)),
-    "twolayer.sphere_margin_sampler": dict(dim=3, gap=0.2, runs=2, generator=tgen()),
-    "twolayer.circle_law": dict(labelling=lambda phi: np.cos(2 * phi), points=24, gap=0.3),
-    "twolayer.circle_sampler": dict(angles=CIRCLE[0], labels=CIRCLE[1], runs=2, generator=tgen()),
-    "twolayer.arc_coverage": dict(angles=CIRCLE[0], bins=8),
-    "twolayer.circle_margin": dict(angles=CIRCLE[0], labels=CIRCLE[1], bins=8, sides=8),
-    "twolayer.bin_of": dict(W=V, bins=8),
-    "twolayer.circle_tangent_margins": dict(angles=CIRCLE[0], labels=CIRCLE[1], xi=np.full((8, 2), 0.3), W1=V, retain=0.5,
+    # relu_lazy (network: m = 3 units in the plane, four inputs; Algorithm 4: R = 2 runs of m = 3 units in R^3)
+    "relu_lazy.logistic": dict(z=np.array([-1.0, 0.0, 2.5]), base=2.0),
+    "relu_lazy.logistic_slope": dict(z=np.array([-1.0, 0.0, 2.5]), base=2.0),
+    "relu_lazy.network": dict(W=V, a=np.array([1.0, -1.0, 1.0]), X=X2, mask=np.array([[1.0, 0.0, 1.0, 1.0]] * 3)),
+    "relu_lazy.sphere_margin_sampler": dict(dim=3, gap=0.2, runs=2, generator=tgen()),
+    "relu_lazy.circle_law": dict(labelling=lambda phi: np.cos(2 * phi), points=24, gap=0.3),
+    "relu_lazy.circle_sampler": dict(angles=CIRCLE[0], labels=CIRCLE[1], runs=2, generator=tgen()),
+    "relu_lazy.arc_coverage": dict(angles=CIRCLE[0], bins=8),
+    "relu_lazy.circle_margin": dict(angles=CIRCLE[0], labels=CIRCLE[1], bins=8, sides=8),
+    "relu_lazy.bin_of": dict(W=V, bins=8),
+    "relu_lazy.circle_tangent_margins": dict(angles=CIRCLE[0], labels=CIRCLE[1], xi=np.full((8, 2), 0.3), W1=V, retain=0.5,
                                             rng=rng()),
-    "twolayer.largest_row_tail": dict(radius=2.5, dim=3, width=10),
-    "twolayer.theorem14_constants": dict(gamma=0.1, width=1000.0, dim=2, eta=0.5, steps=np.array([100.0, 1000.0])),
-    "twolayer.dropout_sgd": dict(sample=Fresh(lambda: twolayer.sphere_margin_sampler(3, 0.1, 2,
+    "relu_lazy.largest_row_tail": dict(radius=2.5, dim=3, width=10),
+    "relu_lazy.theorem14_constants": dict(gamma=0.1, width=1000.0, dim=2, eta=0.5, steps=np.array([100.0, 1000.0])),
+    "relu_lazy.dropout_sgd": dict(sample=Fresh(lambda: relu_lazy.sphere_margin_sampler(3, 0.1, 2,
                                                                                      torch.Generator().manual_seed(1))),
                                  W1=T(np.stack([S, -S])), a=T([[1.0, -1.0, 1.0], [-1.0, -1.0, 1.0]]), retain=0.5,
                                  eta=0.5, radius=5.0, steps=3, generator=tgen(), margin_map=T(np.full((2, 3, 3), 0.1)),
@@ -665,7 +665,7 @@ EXAMPLES.update({
                                    x=T(np.full((2, 2, 3), 0.5)), y=T([[1.0, -1.0], [1.0, 1.0]]), alpha=0.5,
                                    radius=0.3, eta=0.1, steps=3, loss="reflected", rule="raw", ball="l2", keep=True),
     "adversarial.adversarial_training": dict(
-        sample=Fresh(lambda: twolayer.sphere_margin_sampler(3, 0.2, 2, torch.Generator().manual_seed(1))),
+        sample=Fresh(lambda: relu_lazy.sphere_margin_sampler(3, 0.2, 2, torch.Generator().manual_seed(1))),
         W1=T(np.stack([S, -S])), a=T([[1.0, -1.0, 1.0], [-1.0, -1.0, 1.0]]), alpha=0.5, radius=0.1, eta=0.3,
         steps=3, generator=tgen(), attack_rate=1.0, attack_steps=3, accuracy=0.1, direction=T([1.0, 0.0, 0.0]),
         margin=0.2, loss="reflected", keep=False, progress=False),
@@ -853,11 +853,11 @@ WIDER = {
                                  "landscape.tied_gradient:U", "landscape.tied_hessian:U", "landscape.tied_objective:U",
                                  "rounding.tied_gradient:U", "rounding.tied_value:U", "masks.Finite:patterns",
                                  "rounding.relu_gamma:W1", "rounding.factorization_operations:U",
-                                 "relu.activation_scales:V"],
-    "a sample of any size n": ["relu.activation_scales:X", "relu.dropout_regularizer:X", "relu.mahalanobis_norm:X",
-                               "relu.finite_class_rademacher:G", "relu.outputs:X", "relu.symmetrized:X",
+                                 "relu_capacity.activation_scales:V"],
+    "a sample of any size n": ["relu_capacity.activation_scales:X", "relu_capacity.dropout_regularizer:X", "relu_capacity.mahalanobis_norm:X",
+                               "relu_capacity.finite_class_rademacher:G", "relu_capacity.outputs:X", "relu_capacity.symmetrized:X",
                                "stats.mean_confidence_bound:values"],
-    "a linear function of any input dimension": ["relu.linear_as_relu:w"],
+    "a linear function of any input dimension": ["relu_capacity.linear_as_relu:w"],
 }
 for _reason, _pairs in WIDER.items():
     for _pair in _pairs:
@@ -883,13 +883,13 @@ ACCEPTED[("checks.real_array", "value", "nan")] = "real_array checks the type on
 ACCEPTED[("checks.real_array", "value", "inf")] = "real_array checks the type only; matrix checks finiteness"
 for _mutation in ("zero_d", "empty", "other_ndim"):
     ACCEPTED[("checks.real_array", "value", _mutation)] = "real_array checks the type only, any shape"
-# twolayer: elementwise formulas take arrays of any shape, none included.
-for _entry, _name in [("twolayer.logistic", "z"), ("twolayer.logistic_slope", "z"),
-                      ("twolayer.theorem14_constants", "steps")]:
+# relu_lazy: elementwise formulas take arrays of any shape, none included.
+for _entry, _name in [("relu_lazy.logistic", "z"), ("relu_lazy.logistic_slope", "z"),
+                      ("relu_lazy.theorem14_constants", "steps")]:
     for _mutation in ("zero_d", "empty", "wider", "other_ndim"):
         ACCEPTED[(_entry, _name, _mutation)] = "elementwise: an array of any shape, a single number or none"
-ACCEPTED[("twolayer.arc_coverage", "angles", "wider")] = "one row per angle, for any number of angles"
-ACCEPTED[("twolayer.dropout_sgd", "competitor_scale", "zero_d")] = "a 0-d array is one number, the same Λ for all"
+ACCEPTED[("relu_lazy.arc_coverage", "angles", "wider")] = "one row per angle, for any number of angles"
+ACCEPTED[("relu_lazy.dropout_sgd", "competitor_scale", "zero_d")] = "a 0-d array is one number, the same Λ for all"
 # adversarial: elementwise formulas take arrays of any shape, none included.
 for _entry in ("adversarial.leaky_relu", "adversarial.reflected_logistic"):
     for _mutation in ("zero_d", "empty", "wider", "other_ndim"):
@@ -899,8 +899,8 @@ for _entry, _name in [("adversarial.pgd_attack", "W"), ("adversarial.pgd_attack"
                       ("classifiers.classifier_logits", "x"), ("classifiers.classifier_attack", "x"),
                       ("classifiers.classifier_train", "X")]:
     ACCEPTED[(_entry, _name, "float32")] = "moved to the dtype of the weights (W, or the parameters)"
-for _entry, _name in [("adversarial.adversarial_training", "W1"), ("twolayer.dropout_sgd", "W1"),
-                      ("twolayer.dropout_sgd", "margin_map")]:
+for _entry, _name in [("adversarial.adversarial_training", "W1"), ("relu_lazy.dropout_sgd", "W1"),
+                      ("relu_lazy.dropout_sgd", "margin_map")]:
     ACCEPTED[(_entry, _name, "float32")] = "converted to the function's dtype argument (float64 on a CPU)"
 
 
@@ -1085,7 +1085,7 @@ def test_mismatched_tensors_are_generated():
     """The batched torch functions are among those whose tensors are made to disagree."""
     assert {"deep.batched_objective", "linear.batched_objective", "dropconnect.batched_objective",
             "features.features", "sensing.completion_gradient", "classifiers.classifier_logits",
-            "adversarial.pgd_attack", "twolayer.dropout_sgd"} <= set(MISMATCHED)
+            "adversarial.pgd_attack", "relu_lazy.dropout_sgd"} <= set(MISMATCHED)
 
 
 @pytest.mark.parametrize("entry", MISMATCHED)

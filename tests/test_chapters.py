@@ -380,19 +380,19 @@ PLANTED_BUGS = {
     ),
     "the dropout regularizer of a ReLU network without its weight λ": (
         "bounds-networks",
-        "import inspect, dropnb.relu as _R\n"
+        "import inspect, dropnb.relu_capacity as _R\n"
         "exec(inspect.getsource(_R.dropout_regularizer).replace('float(lam * np.sum(', 'float(np.sum('), _R.__dict__)",
         "bounds.prop5.enumeration",
     ),
     "the Gaussian ReLU moment without its density term": (
         "bounds-networks",
-        "import inspect, dropnb.relu as _R\n"
+        "import inspect, dropnb.relu_capacity as _R\n"
         "exec(inspect.getsource(_R.gaussian_relu_moment).replace(' + m * s * norm.pdf(t)', ''), _R.__dict__)",
         "bounds.prop6.shifted-closed-form",
     ),
     "the exact Rademacher supremum in the plane taken over the arc ends only": (
         "bounds-networks",
-        "import inspect, dropnb.relu as _R\n"
+        "import inspect, dropnb.relu_capacity as _R\n"
         "exec(inspect.getsource(_R.relu_rademacher_2d).replace('for sign in (1.0, -1.0):', 'for sign in ():'),"
         " _R.__dict__)",
         "bounds.rademacher.grid",
@@ -440,21 +440,21 @@ PLANTED_BUGS = {
     ),
     "the logistic loss of the convergence chapter in natural log whatever its base": (
         "convergence",
-        "import inspect, dropnb.twolayer as _W\n"
+        "import inspect, dropnb.relu_lazy as _W\n"
         "exec(inspect.getsource(_W.logistic).replace('value = np.logaddexp(0.0, -z) / math.log(base)',"
         " 'value = np.logaddexp(0.0, -z)'), _W.__dict__)",
         "convergence.loss.base2",
     ),
     "Algorithm 4's row step without the 1/√m of the network's gradient": (
         "convergence",
-        "import inspect, dropnb.twolayer as _W\n"
+        "import inspect, dropnb.relu_lazy as _W\n"
         "exec(inspect.getsource(_W.dropout_sgd).replace('s = (eta * _slope_base2(z) * y / root)',"
         " 's = (eta * _slope_base2(z) * y)'), _W.__dict__)",
         "convergence.lemma12.step",
     ),
     "the arc coverage of the margin program without the arcs that wrap around angle 0": (
         "convergence",
-        "import inspect, dropnb.twolayer as _W\n"
+        "import inspect, dropnb.relu_lazy as _W\n"
         "exec(inspect.getsource(_W.arc_coverage).replace('for shift in (-2 * np.pi, 0.0, 2 * np.pi):',"
         " 'for shift in (0.0,):'), _W.__dict__)",
         "convergence.margin.monte-carlo",
@@ -475,69 +475,69 @@ PLANTED_BUGS = {
     ),
     "Algorithm 4's step climbing the loss (the row step added with the wrong sign)": (
         "convergence",
-        "import inspect, dropnb.twolayer as _W\n"
+        "import inspect, dropnb.relu_lazy as _W\n"
         "exec(inspect.getsource(_W.dropout_sgd).replace('W.add_(s[:, :, None] * x[:, None, :])',"
         " 'W.sub_(s[:, :, None] * x[:, None, :])'), _W.__dict__)",
         "convergence.lemma12.step",
     ),
     "Algorithm 4's test-time network evaluated at the initial weights": (
         "convergence",
-        "import inspect, dropnb.twolayer as _W\n"
+        "import inspect, dropnb.relu_lazy as _W\n"
         "exec(inspect.getsource(_W.dropout_sgd).replace('full = theta * (a * pre * active).sum(-1) / root',"
         " 'full = theta * (a * pre1 * active1).sum(-1) / root'), _W.__dict__)",
         "convergence.theorem14.rate-100",
     ),
     "the network under many masks of one input without the top signs": (
         "convergence",
-        "import inspect, dropnb.twolayer as _W\n"
+        "import inspect, dropnb.relu_lazy as _W\n"
         "exec(inspect.getsource(_W.network).replace('return mask.T @ (a * hidden[:, 0]) / math.sqrt(width)',"
         " 'return mask.T @ hidden[:, 0] / math.sqrt(width)'), _W.__dict__)",
         "convergence.lemma11.mean-output",
     ),
     "the finite-width margins without the half circles that wrap around angle 0": (
         "convergence",
-        "import inspect, dropnb.twolayer as _W\n"
+        "import inspect, dropnb.relu_lazy as _W\n"
         "exec(inspect.getsource(_W.circle_tangent_margins).replace('for shift in (-2 * np.pi, 0.0, 2 * np.pi):  # the half circle may wrap around 0',"
         " 'for shift in (0.0,):'), _W.__dict__)",
         "convergence.lemma15.finite-width",
     ),
     "the tail of the largest row norm at the radius instead of its square": (
         "convergence",
-        "import inspect, dropnb.twolayer as _W\n"
+        "import inspect, dropnb.relu_lazy as _W\n"
         "exec(inspect.getsource(_W.largest_row_tail).replace('chi2.sf(radius**2, dim)', 'chi2.sf(radius, dim)'), _W.__dict__)",
         "convergence.errata.initialization-event",
     ),
     "Algorithm 4's visited network counted at the test-time output": (
         "convergence",
-        "import inspect, dropnb.twolayer as _W\n"
+        "import inspect, dropnb.relu_lazy as _W\n"
         "exec(inspect.getsource(_W.dropout_sgd).replace('tally[\"sub_mistakes\"] += (z <= 0).to(dtype)',"
         " 'tally[\"sub_mistakes\"] += (y * full <= 0).to(dtype)'), _W.__dict__)",
         "convergence.theorem15.subnetworks-worse",
     ),
     "the logistic loss in base 2 whatever its base argument": (
         "convergence",
-        "import inspect, dropnb.twolayer as _W\n"
+        "import inspect, dropnb.relu_lazy as _W\n"
         "exec(inspect.getsource(_W.logistic).replace('value = np.logaddexp(0.0, -z) / math.log(base)',"
         " 'value = np.logaddexp(0.0, -z) / LN2'), _W.__dict__)",
         "convergence.errata.log-base-zero-one",
     ),
     "the logistic slope in base 2 whatever its base argument": (
         "convergence",
-        "import inspect, dropnb.twolayer as _W\n"
+        "import inspect, dropnb.relu_lazy as _W\n"
         "exec(inspect.getsource(_W.logistic_slope).replace('value = np.exp(-np.logaddexp(0.0, z)) / math.log(base)',"
         " 'value = np.exp(-np.logaddexp(0.0, z)) / LN2'), _W.__dict__)",
         "convergence.errata.log-base-slope",
     ),
     "the logistic loss in natural log for positive margins": (
         "convergence",
-        "import inspect, dropnb.twolayer as _W\n"
+        "import inspect, dropnb.relu_lazy as _W\n"
         "exec(inspect.getsource(_W.logistic).replace('value = np.logaddexp(0.0, -z) / math.log(base)',"
         " 'value = np.where(z > 0, np.log1p(np.exp(-np.abs(z))), np.logaddexp(0.0, -z) / math.log(base))'), _W.__dict__)",
         "convergence.errata.log-base-lemma13",
     ),
     "the circle sampler pairing each point with the label of another draw": (
         "convergence",
-        "import inspect, dropnb.twolayer as _W\n"
+        "import inspect, dropnb.relu_lazy as _W\n"
         "exec(inspect.getsource(_W.circle_sampler).replace('return points[k], signs[k]',"
         " 'return points[k], signs[k.flip(0)]'), _W.__dict__)",
         "convergence.xor.rate",
@@ -592,26 +592,26 @@ PLANTED_BUGS = {
     ),
     "the linear class's supremum with S^† in place of S^{†/2}": (
         "bounds-networks",
-        "import inspect, dropnb.relu as _R\n"
+        "import inspect, dropnb.relu_capacity as _R\n"
         "exec(inspect.getsource(_R.linear_class_sup).replace('/ np.sqrt(values[keep]))', '/ values[keep])'), _R.__dict__)",
         "bounds.theorem13.inclusion",
     ),
     "the data norm ‖X‖_{S†} without its square root": (
         "bounds-networks",
-        "import inspect, dropnb.relu as _R\n"
+        "import inspect, dropnb.relu_capacity as _R\n"
         "exec(inspect.getsource(_R.mahalanobis_norm).replace('return float(np.sqrt(np.sum(', 'return float((np.sum('),"
         " _R.__dict__)",
         "bounds.theorem13.lower-bound",
     ),
     "the data norm ‖X‖_{S†} as a root mean instead of a root sum": (
         "bounds-networks",
-        "import inspect, dropnb.relu as _R\n"
+        "import inspect, dropnb.relu_capacity as _R\n"
         "exec(inspect.getsource(_R.mahalanobis_norm).replace('np.sqrt(np.sum(', 'np.sqrt(np.mean('), _R.__dict__)",
         "bounds.theorem12.upper-bound",
     ),
     "the Rademacher complexity of a finite class with the absolute value of the sum": (
         "bounds-networks",
-        "import inspect, dropnb.relu as _R\n"
+        "import inspect, dropnb.relu_capacity as _R\n"
         "exec(inspect.getsource(_R.finite_class_rademacher).replace('np.max(signs @ G.T, axis=1)',"
         " 'np.max(np.abs(signs @ G.T), axis=1)'), _R.__dict__)",
         "bounds.networks-errata.lemma10-constant",
@@ -640,7 +640,7 @@ PLANTED_BUGS = {
     ),
     "symmetrization with one sign per input coordinate instead of one per example": (
         "bounds-experiments",
-        "import inspect, dropnb.relu as _R\n"
+        "import inspect, dropnb.relu_capacity as _R\n"
         "exec(inspect.getsource(_R.symmetrized).replace('size=X.shape[1])', 'size=(X.shape[0], 1))'), _R.__dict__)",
         "bounds.mnist.symmetrized-gap-falls-less",
     ),
@@ -670,7 +670,7 @@ PLANTED_BUGS = {
     ),
     'the logistic slope in base 2 whatever base is asked': (
         'adversarial',
-        'import inspect, dropnb.twolayer as _W\n'
+        'import inspect, dropnb.relu_lazy as _W\n'
         "exec(inspect.getsource(_W.logistic_slope).replace('value = np.exp(-np.logaddexp(0.0, z)) / math.log(base)', 'value = np.exp(-np.logaddexp(0.0, z)) / math.log(2.0)'), _W.__dict__)",
         'adversarial.loss.slope-times-margin',
     ),

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from dropnb import adversarial, twolayer
+from dropnb import adversarial, relu_lazy
 from dropnb.engine import Schedule, train
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
@@ -66,7 +66,7 @@ def test_algorithm_4_waits_only_at_checkpoints():
     radius = float(W1.norm(dim=-1).max()) + 0.01  # rows leave the ball: the projection runs
 
     def loop(steps):
-        twolayer.dropout_sgd(draws(runs, dim, generator), W1, a, 0.5, math.log(2), radius, steps, generator,
+        relu_lazy.dropout_sgd(draws(runs, dim, generator), W1, a, 0.5, math.log(2), radius, steps, generator,
                              checkpoints=[0, steps], block=steps, dtype=torch.float64, progress=False)
 
     steps_do_not_wait(loop)

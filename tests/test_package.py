@@ -115,7 +115,7 @@ def test_the_import_graph_has_no_cycle():
 def test_the_graph_reads_relative_and_absolute_imports():
     assert {"dropnb.checks", "dropnb.book.layout", "dropnb.book.render"} <= GRAPH["dropnb.book.claims"]
     assert "dropnb.book.threads" in GRAPH["dropnb"] and "dropnb.book.timing" in GRAPH["dropnb.book.sphinxext"]
-    assert {"dropnb.checks", "dropnb.engine"} <= GRAPH["dropnb.twolayer"]
+    assert {"dropnb.checks", "dropnb.engine"} <= GRAPH["dropnb.relu_lazy"]
 
 
 def test_the_book_imports_no_mathematics_but_checks():
@@ -151,7 +151,7 @@ def test_the_book_names_one_repository():
 
 # One code name per concept: θ is ``retain``, λ = (1 − θ)/θ (the dropout regularizer's weight) is
 # ``lam``, a weight decay is ``decay``.
-DROPOUT_LAM = {"deep", "dropconnect", "landscape", "linear", "relu", "rounding", "sensing", "shrinkage", "training"}
+DROPOUT_LAM = {"deep", "dropconnect", "landscape", "linear", "relu_capacity", "rounding", "sensing", "shrinkage", "training"}
 WEIGHT_DECAY = {"factorization", "homogeneous"}
 
 

@@ -3,26 +3,26 @@
 import numpy as np
 import pytest
 
-from dropnb import relu
+from dropnb import relu_capacity
 
 
 def test_activation_scales_are_root_mean_squares_of_the_relu():
     rng = np.random.default_rng(0)
     V, X = rng.standard_normal((2, 3, 4)), rng.standard_normal((3, 50))
     expected = [[np.sqrt(np.mean(np.maximum(V[k, :, j] @ X, 0) ** 2)) for j in range(4)] for k in range(2)]
-    np.testing.assert_allclose(relu.activation_scales(V, X), expected, rtol=1e-14)
+    np.testing.assert_allclose(relu_capacity.activation_scales(V, X), expected, rtol=1e-14)
 
 
 def test_coadaptation_ranges_from_one_unit_to_equal_flows():
-    assert relu.coadaptation(np.ones(9), np.full(9, 2.0)) == pytest.approx(1.0, rel=1e-15)
-    assert relu.coadaptation([3.0, 0, 0, 0], np.ones(4)) == pytest.approx(0.5, rel=1e-15)
-    phi = relu.coadaptation(np.random.default_rng(1).standard_normal((5, 6)), np.ones((5, 6)))
+    assert relu_capacity.coadaptation(np.ones(9), np.full(9, 2.0)) == pytest.approx(1.0, rel=1e-15)
+    assert relu_capacity.coadaptation([3.0, 0, 0, 0], np.ones(4)) == pytest.approx(0.5, rel=1e-15)
+    phi = relu_capacity.coadaptation(np.random.default_rng(1).standard_normal((5, 6)), np.ones((5, 6)))
     assert phi.shape == (5,) and np.all((phi >= 1 / np.sqrt(6)) & (phi <= 1))
 
 
 def test_coadaptation_refuses_a_zero_flow():
     with pytest.raises(ValueError, match="zero flow"):
-        relu.coadaptation(np.zeros(3), np.ones(3))
+        relu_capacity.coadaptation(np.zeros(3), np.ones(3))
 
 
 def test_dropout_regularizer_is_the_enumerated_dropout_loss_minus_the_plain_loss():
@@ -30,13 +30,13 @@ def test_dropout_regularizer_is_the_enumerated_dropout_loss_minus_the_plain_loss
     U, V, X, Y = rng.standard_normal((2, 5)), rng.standard_normal((3, 5)), rng.standard_normal((3, 20)), rng.standard_normal((2, 20))
     retain = 0.7
     plain = np.mean(np.sum((Y - U @ np.maximum(V.T @ X, 0)) ** 2, axis=0))
-    exact = relu.enumerated_dropout_loss(U, V, X, Y, retain)
-    assert exact - plain == pytest.approx(relu.dropout_regularizer(U, V, X, (1 - retain) / retain), rel=1e-12)
+    exact = relu_capacity.enumerated_dropout_loss(U, V, X, Y, retain)
+    assert exact - plain == pytest.approx(relu_capacity.dropout_regularizer(U, V, X, (1 - retain) / retain), rel=1e-12)
 
 
 def test_path_regularizer_is_half_the_squared_path_norm():
     U, V = np.array([[1.0, 2.0]]), np.array([[1.0, 0.0], [1.0, 3.0]])
-    assert relu.path_regularizer(U, V, 0.5) == pytest.approx(0.25 * (2 + 4 * 9))
+    assert relu_capacity.path_regularizer(U, V, 0.5) == pytest.approx(0.25 * (2 + 4 * 9))
 
 
 def test_gaussian_relu_moment_against_monte_carlo_and_the_symmetric_case():
@@ -44,33 +44,33 @@ def test_gaussian_relu_moment_against_monte_carlo_and_the_symmetric_case():
     mean, cov, v = np.array([0.5, -1.0]), np.array([[1.0, 0.3], [0.3, 0.5]]), np.array([1.0, -0.4])
     x = rng.multivariate_normal(mean, cov, size=400_000)
     samples = np.maximum(x @ v, 0) ** 2
-    assert abs(relu.gaussian_relu_moment(v, mean, cov) - samples.mean()) < 5 * samples.std() / np.sqrt(len(samples))
-    assert relu.gaussian_relu_moment(v, np.zeros(2), cov) == pytest.approx(v @ cov @ v / 2, rel=1e-14)
+    assert abs(relu_capacity.gaussian_relu_moment(v, mean, cov) - samples.mean()) < 5 * samples.std() / np.sqrt(len(samples))
+    assert relu_capacity.gaussian_relu_moment(v, np.zeros(2), cov) == pytest.approx(v @ cov @ v / 2, rel=1e-14)
 
 
 def test_gaussian_retentivity_is_the_minimum_over_directions():
     mean, cov = np.array([1.0, 0.5]), np.array([[1.0, 0.3], [0.3, 0.5]])
-    beta, direction = relu.gaussian_retentivity(mean, cov)
+    beta, direction = relu_capacity.gaussian_retentivity(mean, cov)
     angles = np.linspace(0, 2 * np.pi, 4001)
     v = np.stack([np.cos(angles), np.sin(angles)], 1)
-    ratio = relu.gaussian_relu_moment(v, mean, cov) / ((v @ mean) ** 2 + np.einsum("mi,ij,mj->m", v, cov, v))
+    ratio = relu_capacity.gaussian_relu_moment(v, mean, cov) / ((v @ mean) ** 2 + np.einsum("mi,ij,mj->m", v, cov, v))
     assert beta <= ratio.min() + 1e-15 and ratio.min() - beta < 1e-6
-    assert relu.gaussian_relu_moment(direction, mean, cov) / ((direction @ mean) ** 2 + direction @ cov @ direction) \
+    assert relu_capacity.gaussian_relu_moment(direction, mean, cov) / ((direction @ mean) ** 2 + direction @ cov @ direction) \
         == pytest.approx(beta, rel=1e-12)
-    assert relu.gaussian_retentivity(np.zeros(2), cov)[0] == pytest.approx(0.5, rel=1e-15)
+    assert relu_capacity.gaussian_retentivity(np.zeros(2), cov)[0] == pytest.approx(0.5, rel=1e-15)
 
 
 def test_retentivity_2d_of_known_laws():
     for delta in (0.3, 0.05):
-        assert relu.retentivity_2d(*relu.proposition2_atoms(delta))[0] == pytest.approx(delta, rel=1e-12)
+        assert relu_capacity.retentivity_2d(*relu_capacity.proposition2_atoms(delta))[0] == pytest.approx(delta, rel=1e-12)
     Z = np.abs(np.random.default_rng(4).standard_normal((2, 30)))
-    assert relu.retentivity_2d(Z, np.full(30, 1 / 30))[0] == 0
+    assert relu_capacity.retentivity_2d(Z, np.full(30, 1 / 30))[0] == 0
     both = np.concatenate([Z, -Z], axis=1)
-    assert relu.retentivity_2d(both, np.full(60, 1 / 60))[0] == pytest.approx(0.5, rel=1e-12)
+    assert relu_capacity.retentivity_2d(both, np.full(60, 1 / 60))[0] == pytest.approx(0.5, rel=1e-12)
 
 
 def test_proposition2_atoms_are_unit_centred_with_unit_activation():
-    Z, p = relu.proposition2_atoms(0.1)
+    Z, p = relu_capacity.proposition2_atoms(0.1)
     np.testing.assert_allclose(np.linalg.norm(Z, axis=0), 1, rtol=1e-15)
     np.testing.assert_allclose(Z @ p, 0, atol=1e-16)
     w = np.array([1 / np.sqrt(0.1), 0.0])
@@ -82,32 +82,32 @@ def test_relu_rademacher_2d_beats_every_grid_direction_and_is_attained():
     Z = rng.standard_normal((2, 40)) + np.array([[1.0], [0.3]])
     p = np.full(40, 1 / 40)
     X, signs = Z[:, rng.integers(0, 40, 25)], rng.choice([-1.0, 1.0], (6, 25))
-    values, directions = relu.relu_rademacher_2d(X, Z, p, signs)
+    values, directions = relu_capacity.relu_rademacher_2d(X, Z, p, signs)
     angles = np.linspace(0, 2 * np.pi, 3000, endpoint=False)
-    grid = relu.relu_ratio(np.stack([np.cos(angles), np.sin(angles)], 1), X, signs, Z, p)
+    grid = relu_capacity.relu_ratio(np.stack([np.cos(angles), np.sin(angles)], 1), X, signs, Z, p)
     assert np.all(grid.max(axis=1) <= values + 1e-12) and np.all(values - grid.max(axis=1) < 1e-3)
-    direct = [relu.relu_ratio(directions[k][None], X, signs[k:k + 1], Z, p)[0, 0] for k in range(6)]
+    direct = [relu_capacity.relu_ratio(directions[k][None], X, signs[k:k + 1], Z, p)[0, 0] for k in range(6)]
     np.testing.assert_allclose(direct, values, rtol=1e-12)
 
 
 def test_linear_class_sup_and_mahalanobis_norm():
     X, S, signs = np.array([[1.0, 0.0], [0.0, 2.0]]), np.diag([1.0, 4.0]), np.array([[1.0, -1.0]])
-    assert relu.linear_class_sup(X, S, signs)[0] == pytest.approx(np.sqrt(2) / 2)
-    assert relu.mahalanobis_norm(X, S) == pytest.approx(np.sqrt(2))
+    assert relu_capacity.linear_class_sup(X, S, signs)[0] == pytest.approx(np.sqrt(2) / 2)
+    assert relu_capacity.mahalanobis_norm(X, S) == pytest.approx(np.sqrt(2))
 
 
 def test_linear_as_relu_implements_the_linear_function():
     rng = np.random.default_rng(6)
     w, x = rng.standard_normal(3), rng.standard_normal((3, 10))
-    u, V = relu.linear_as_relu(w, 6)
+    u, V = relu_capacity.linear_as_relu(w, 6)
     np.testing.assert_allclose(u @ np.maximum(V.T @ x, 0), w @ x, atol=1e-14)
     with pytest.raises(ValueError, match="width"):
-        relu.linear_as_relu(w, 3)
+        relu_capacity.linear_as_relu(w, 3)
 
 
 def test_finite_class_rademacher_of_small_classes():
-    assert relu.finite_class_rademacher(np.ones((1, 4))) == pytest.approx(0.0, abs=1e-16)
-    assert relu.finite_class_rademacher(np.array([[1.0, 1.0], [-1.0, -1.0]])) == pytest.approx(0.5)
+    assert relu_capacity.finite_class_rademacher(np.ones((1, 4))) == pytest.approx(0.0, abs=1e-16)
+    assert relu_capacity.finite_class_rademacher(np.array([[1.0, 1.0], [-1.0, -1.0]])) == pytest.approx(0.5)
 
 
 
@@ -116,14 +116,14 @@ def test_outputs_and_clipped_loss_of_a_batch_of_networks():
     u, V, X = rng.standard_normal((2, 4)), rng.standard_normal((2, 3, 4)), rng.standard_normal((3, 7))
     y = rng.choice((-1.0, 1.0), 7)
     expected = np.array([[u[k] @ np.maximum(V[k].T @ X[:, i], 0) for i in range(7)] for k in range(2)])
-    np.testing.assert_allclose(relu.outputs(u, V, X), expected, rtol=1e-13)
+    np.testing.assert_allclose(relu_capacity.outputs(u, V, X), expected, rtol=1e-13)
     loss = np.mean((y - np.clip(expected, -1, 1)) ** 2, axis=1)
-    np.testing.assert_allclose(relu.clipped_squared_loss(u, V, X, y), loss, rtol=1e-13)
+    np.testing.assert_allclose(relu_capacity.clipped_squared_loss(u, V, X, y), loss, rtol=1e-13)
 
 
 def test_symmetrized_flips_whole_columns():
     X = np.random.default_rng(3).standard_normal((3, 50))
-    S = relu.symmetrized(X, np.random.default_rng(0))
+    S = relu_capacity.symmetrized(X, np.random.default_rng(0))
     signs = S[0] / X[0]
     assert set(np.round(signs).tolist()) == {-1.0, 1.0}
     np.testing.assert_array_equal(S, X * signs)

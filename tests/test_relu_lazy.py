@@ -1,4 +1,4 @@
-"""Two-layer ReLU networks trained by dropout (dropnb.twolayer) against independent computations."""
+"""Two-layer ReLU networks trained by dropout (dropnb.relu_lazy) against independent computations."""
 
 import math
 import warnings
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from dropnb import stats
-from dropnb import twolayer as tl
+from dropnb import relu_lazy as tl
 
 LN2 = math.log(2.0)
 
