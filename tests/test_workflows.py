@@ -1,7 +1,10 @@
-"""The GitHub Actions workflows: actionlint accepts them, and each runs the commands it is there for.
+"""The GitHub Actions workflows: check-jsonschema and zizmor accept them, and each runs the commands it is there for.
 
-The lint tests need an ``actionlint`` binary beside the running Python (a package in the
-environment that provides one); without it they are skipped and the content tests still run.
+Both tools are pinned in requirements.txt and found beside the running Python; a missing one fails the
+test, it is never skipped. check-jsonschema validates each workflow against the GitHub workflow schema it
+ships (``--builtin-schema vendor.github-workflows``, nothing downloaded); zizmor audits them for security
+problems offline, with the settings in ``.github/zizmor.yml``, at its default ("regular") persona and
+every severity.
 """
 
 import subprocess
@@ -13,30 +16,52 @@ import pytest
 GITHUB = Path(__file__).resolve().parent.parent / ".github"
 WORKFLOWS = GITHUB / "workflows"
 NAMES = ("ci.yml", "gpu.yml", "pages.yml")
-ACTIONLINT = Path(sys.executable).with_name("actionlint")
-
-needs_actionlint = pytest.mark.skipif(not ACTIONLINT.exists(), reason=f"no actionlint at {ACTIONLINT}")
+BIN = Path(sys.executable).parent
 
 
-def actionlint(*paths: Path) -> subprocess.CompletedProcess:
-    command = [ACTIONLINT, "-no-color", "-config-file", GITHUB / "actionlint.yaml", *paths]
-    return subprocess.run(list(map(str, command)), capture_output=True, text=True)
+def run_tool(name: str, *arguments) -> subprocess.CompletedProcess:
+    tool = BIN / name
+    if not tool.exists():
+        pytest.fail(f"no {name} at {tool}: pip install -r requirements.txt")
+    return subprocess.run([str(tool), *map(str, arguments)], capture_output=True, text=True)
 
 
-@needs_actionlint
-def test_actionlint_accepts_the_workflows():
-    result = actionlint(*(WORKFLOWS / name for name in NAMES))
+def check_jsonschema(*paths: Path) -> subprocess.CompletedProcess:
+    return run_tool("check-jsonschema", "--builtin-schema", "vendor.github-workflows", "--color", "never", *paths)
+
+
+def zizmor(*paths: Path) -> subprocess.CompletedProcess:
+    return run_tool("zizmor", "--offline", "--config", GITHUB / "zizmor.yml", "--color", "never",
+                    "--no-progress", *paths)
+
+
+def test_check_jsonschema_accepts_the_workflows():
+    result = check_jsonschema(*(WORKFLOWS / name for name in NAMES))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@needs_actionlint
-def test_actionlint_rejects_a_broken_workflow(tmp_path):
+def test_check_jsonschema_rejects_a_broken_workflow(tmp_path):
     broken = tmp_path / "broken.yml"
     broken.write_text("on: push\njobs:\n  test:\n    runs-on: ubuntu-latest\n    no-such-key: 1\n"
                       "    steps:\n      - run: echo ok\n")
-    result = actionlint(broken)
+    result = check_jsonschema(broken)
     assert result.returncode != 0
-    assert "no-such-key" in result.stdout + result.stderr
+    assert "'no-such-key' was unexpected" in result.stdout + result.stderr
+
+
+def test_zizmor_finds_nothing_in_the_workflows():
+    result = zizmor(*(WORKFLOWS / name for name in NAMES))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "No findings to report" in result.stdout, result.stdout + result.stderr
+
+
+def test_zizmor_finds_a_template_injection(tmp_path):
+    injected = tmp_path / "injected.yml"
+    injected.write_text("on: issues\npermissions: {}\njobs:\n  greet:\n    runs-on: ubuntu-latest\n"
+                        "    steps:\n      - run: echo \"${{ github.event.issue.title }}\"\n")
+    result = zizmor(injected)
+    assert result.returncode != 0
+    assert "template-injection" in result.stdout + result.stderr
 
 
 def test_workflows_run_what_they_promise():
