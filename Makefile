@@ -8,7 +8,7 @@ NAME ?= regularizer
 PROFILE ?= quick
 GPU_PYTHON ?= 3.12
 
-.PHONY: help book pdf browser test unit chapter seeds paths goldens timings gpu-kit mutation clean
+.PHONY: help book pdf browser test unit chapter seeds paths goldens timings gpu-kit mutation nbval clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /  make \1\t/' | expand -t 24
@@ -55,6 +55,12 @@ timings: $(READY)  ## wall time of every chapter at PROFILE (default quick), alo
 
 gpu-kit: $(READY)  ## the wheels a bare GPU machine lacks, into .gpu-kit/py$(GPU_PYTHON) (needs the registry; CONTRIBUTING.md)
 	$(BIN)/python -m dropnb.book.gpukit fetch --python $(GPU_PYTHON)
+
+nbval: $(READY)  ## slow: the pages through nbval (lax), each claim's verdict checked (dropnb.book.nbval); PAGES="a b" for some
+	rm -rf _build/nbval
+	$(BIN)/python -m dropnb.book.nbval _build/nbval $(PAGES)
+	DROPNB_PROFILE=quick DROPNB_CLAIMS_DIR=$(CURDIR)/_build/nbval/claims $(BIN)/python -m pytest -p no:cacheprovider \
+		--nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval-sanitize.cfg _build/nbval
 
 mutation: $(READY)  ## slow: the mutation score of the claims (100 mutants of dropnb), report in benchmarks/results/mutation.md
 	$(BIN)/python benchmarks/mutation.py --count 100

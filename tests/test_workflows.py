@@ -15,7 +15,7 @@ import pytest
 
 GITHUB = Path(__file__).resolve().parent.parent / ".github"
 WORKFLOWS = GITHUB / "workflows"
-NAMES = ("ci.yml", "gpu.yml", "pages.yml")
+NAMES = ("ci.yml", "gpu.yml", "nbval.yml", "pages.yml")
 BIN = Path(sys.executable).parent
 
 
@@ -65,10 +65,11 @@ def test_zizmor_finds_a_template_injection(tmp_path):
 
 
 def test_workflows_run_what_they_promise():
-    ci, gpu, pages = ((WORKFLOWS / name).read_text() for name in NAMES)
+    ci, gpu, nbval, pages = ((WORKFLOWS / name).read_text() for name in NAMES)
     assert "bash .ci/run" in ci
     assert "chapters/ledger.json" in gpu and "fromJSON(needs.pages.outputs.pages)" in gpu
     assert "fail-fast: false" in gpu and "timeout-minutes: 20" in gpu
     assert "benchmarks/gpu.sh --profile full" in gpu and "actions/upload-artifact@" in gpu
     assert "benchmarks/gpu.py merge --check --all" in gpu
     assert "make book" in pages and "actions/deploy-pages@" in pages
+    assert "schedule:" in nbval and "make nbval" in nbval

@@ -226,6 +226,10 @@ class Claims:
                    printed_target=printed_target, seed=self.seed)
         )
 
+    def verdicts(self) -> str:
+        """The verdict line of every record so far (:func:`verdict_line`), one per line."""
+        return "\n".join(verdict_line(record) for record in self.records)
+
     def table(self):
         """The page's closing summary (Markdown): the totals, and every record in a table one click away."""
         from IPython.display import Markdown
@@ -317,6 +321,14 @@ def load_records(directory: Path, chapters: Iterable[str] | None = None) -> dict
         if path.is_file():
             records[name] = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return records
+
+
+def verdict_line(record: Record | dict) -> str:
+    """``"PASS <id>: measured <value> <relation> <target>"``: a record's verdict in one line."""
+    record = asdict(record) if isinstance(record, Record) else record
+    verdict = "PASS" if record["passed"] else "FAIL"
+    return (f"{verdict} {record['id']}: measured {record['measured']:.6g} {RELATIONS[record['comparison']]} "
+            f"{record['target']:.6g}")
 
 
 def totals(records: Iterable[Record | dict]) -> str:
