@@ -78,7 +78,7 @@ OUT_OF_SCOPE = {
     "masks.MaskDistribution": "abstract base class (its methods are tested on each distribution)",
     "datasets.DataUnavailable": "exception type",
     "datasets.Ratings": "result record built by datasets.movielens_100k",
-    "twolayer.CircleMargin": "result record built by relu_lazy.circle_margin",
+    "relu_lazy.CircleMargin": "result record built by relu_lazy.circle_margin",
     "adversarial.Attack": "result record built by adversarial.pgd_attack",
 }
 
