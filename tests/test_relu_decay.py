@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dropnb import homogeneous as hg
+from dropnb import relu_decay as hg
 
 
 def data(m=15, seed=7):
