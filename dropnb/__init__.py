@@ -14,7 +14,9 @@ everything under :mod:`dropnb.book`, which imports no mathematical module but :m
 * landscapes: :mod:`~dropnb.landscape` (gradients, Hessians and critical points of the dropout
   objectives), :mod:`~dropnb.networks` (critical points of linear networks),
   :mod:`~dropnb.factorization` (matrix factorization with weight decay of variable width),
-  :mod:`~dropnb.homogeneous` (positively homogeneous networks and their certificates);
+  :mod:`~dropnb.relu_decay` (the two-layer ReLU network with weight decay, a sum of positively
+  homogeneous subnetworks: its descent and flat paths), :mod:`~dropnb.relu_polar` (its polar, the
+  duality-gap certificates, the convex reference and the meta-algorithm);
 * capacity: :mod:`~dropnb.sensing` (matrix sensing and completion with dropout, the weighted trace
   norm and its Rademacher complexity), :mod:`~dropnb.relu_capacity` (two-layer ReLU networks: the dropout
   regularizer, retentivity, exact Rademacher complexities in the plane, co-adaptation);

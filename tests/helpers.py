@@ -13,3 +13,11 @@ def random_finite(seed: int, width: int) -> Finite:
     patterns[0] = 1.0
     probs = rng.random(count) + 0.05
     return Finite(patterns, probs / probs.sum())
+
+
+def relu_decay_data(m=15, seed=7):
+    """(X, Y) of the small regression of the two-layer ReLU tests: X = [x; 1] with m sorted uniform
+    inputs on [-1, 1], Y = sin 3x + 0.1ξ, one row."""
+    rng = np.random.default_rng(seed)
+    x = np.sort(rng.uniform(-1, 1, m))
+    return np.vstack([x, np.ones(m)]), (np.sin(3 * x) + 0.1 * rng.standard_normal(m))[None, :]

@@ -32,7 +32,7 @@ import torch
 
 import dropnb
 import dropnb.book
-from dropnb import engine, factorization, features, homogeneous, masks, optimize, stats
+from dropnb import engine, factorization, features, masks, optimize, relu_decay, relu_polar, stats
 from dropnb.book import claims as claims_module
 from dropnb.book.layout import GOLDENS
 from dropnb import checks, classifiers, relu_lazy
@@ -62,14 +62,14 @@ OUT_OF_SCOPE = {
     "factorization.Stage": "result record built by factorization.meta_algorithm",
     "factorization.MetaRun": "result record built by factorization.meta_algorithm",
     "features.Digits": "result record built by features.load_digit_subset",
-    "homogeneous.Polar": "result record built by homogeneous.polar",
-    "homogeneous.DualityGapCertificate": "result record built by homogeneous.duality_gap_certificate",
-    "homogeneous.Reference": "result record built by homogeneous.sector_reference",
-    "homogeneous.InducedRegularizer": "result record built by homogeneous.induced_regularizer",
-    "homogeneous.FlatPath": "result record built by homogeneous.flat_path",
-    "homogeneous.Escape": "result record built by homogeneous.escape",
-    "homogeneous.MetaRun": "result record built by homogeneous.meta_algorithm",
-    "homogeneous.Segment": "result record built by homogeneous.non_increasing_path",
+    "relu_decay.FlatPath": "result record built by relu_decay.flat_path",
+    "relu_polar.Polar": "result record built by relu_polar.polar",
+    "relu_polar.DualityGapCertificate": "result record built by relu_polar.duality_gap_certificate",
+    "relu_polar.Reference": "result record built by relu_polar.sector_reference",
+    "relu_polar.InducedRegularizer": "result record built by relu_polar.induced_regularizer",
+    "relu_polar.Escape": "result record built by relu_polar.escape",
+    "relu_polar.MetaRun": "result record built by relu_polar.meta_algorithm",
+    "relu_polar.Segment": "result record built by relu_polar.non_increasing_path",
     "landscape.CriticalPoint": "result record built by landscape.equalized_critical_points",
     "networks.LinearCriticalPoint": "result record built by networks.shallow_critical_points",
     "optimize.FirstOrderCertificate": "result record built by optimize.certify",
@@ -391,47 +391,48 @@ EXAMPLES.update({
     "datasets.movielens_100k": dict(verbose=False),
     "datasets.mnist_5k": dict(verbose=False),
     "datasets.random_split": dict(n=10, fractions=np.array([0.5, 0.3]), rng=rng()),
-    # homogeneous
-    "homogeneous.check_data": dict(X=X2, Y=Y1),
-    "homogeneous.check_weights": dict(W1=W1, W2=W2, n0=2, n2=1),
-    "homogeneous.hidden": dict(X=X2, W1=W1),
-    "homogeneous.outputs": dict(X=X2, W1=W1, W2=W2),
-    "homogeneous.unit_outputs": dict(X=X2, W1=W1, W2=W2),
-    "homogeneous.unit_regularizers": dict(W1=W1, W2=W2),
-    "homogeneous.regularizer": dict(W1=W1, W2=W2),
-    "homogeneous.objective": dict(X=X2, Y=Y1, W1=W1, W2=W2, decay=0.1),
-    "homogeneous.gradient": dict(X=X2, Y=Y1, W1=W1, W2=W2, decay=0.1),
-    "homogeneous.dropout_penalty": dict(X=X2, W1=W1, W2=W2),
-    "homogeneous.split_units": dict(W1=W1, W2=W2, shares=np.array([0.5, 0.5])),
-    "homogeneous.gradient_descent": dict(X=X2, Y=Y1, W1=W1, W2=W2, decay=0.1, schedule=schedule(), every=1),
-    "homogeneous.direction": dict(angle=np.array([0.0, 1.0])),
-    "homogeneous.breakpoint_angles": dict(X=X2),
-    "homogeneous.arcs": dict(X=X2),
-    "homogeneous.polar_curve": dict(X=X2, G=Y1, angles=np.array([0.0, 1.0])),
-    "homogeneous.polar": dict(X=X2, G=Y1),
-    "homogeneous.duality_gap_certificate": dict(X=X2, Y=Y1, Z=Y1 / 2, cost=0.5, decay=0.1),
-    "homogeneous.network_certificate": dict(X=X2, Y=Y1, W1=W1, W2=W2, decay=0.1),
-    "homogeneous.Reference.network": dict(
-        self=Fresh(lambda: homogeneous.sector_reference(X2, Y1, 0.1, tol=1e-6)), threshold=0.0, merge=True),
-    "homogeneous.Reference.active_groups": dict(
-        self=Fresh(lambda: homogeneous.sector_reference(X2, Y1, 0.1, tol=1e-6)), threshold=0.0),
-    "homogeneous.sector_reference": dict(X=X2, y=Y1[0], decay=0.1, tol=1e-6, max_iter=2000, check_every=50),
-    "homogeneous.relu_dictionary": dict(X=X2, n_angles=8),
-    "homogeneous.largest_gap": dict(angles=np.array([0.0, 1.0, 3.0])),
-    "homogeneous.InducedRegularizer.network": dict(
-        self=Fresh(lambda: homogeneous.induced_regularizer(X2, Y1[0], n_angles=64))),
-    "homogeneous.induced_regularizer": dict(X=X2, z=Y1[0], n_angles=64),
-    "homogeneous.FlatPath.weights": dict(
-        self=Fresh(lambda: homogeneous.flat_path(X2, np.hstack([W1, W1]), np.hstack([W2, -W2]))), tau=0.1),
-    "homogeneous.flat_path": dict(X=X2, W1=np.hstack([W1, W1]), W2=np.hstack([W2, -W2]), units=[0, 3]),
-    "homogeneous.escape": dict(X=X2, Y=Y1, W1=W1, W2=W2, decay=0.1),
-    "homogeneous.MetaRun.certified": dict(
-        self=Fresh(lambda: homogeneous.meta_algorithm(X2, Y1, W1[None], W2[None], 0.1, schedule(),
-                                                             schedule(), accuracy=0.1, rounds=1)), accuracy=0.1),
-    "homogeneous.meta_algorithm": dict(X=X2, Y=Y1, W1=W1[None], W2=W2[None], decay=0.1, schedule=schedule(),
-                                       escape_schedule=schedule(), accuracy=0.1, rounds=1),
-    "homogeneous.non_increasing_path": dict(X=X2, Y=Y1, W1=W1, W2=W2, decay=0.1, cycle_schedule=schedule(),
-                                            final_schedule=schedule(), cycles=1, points=3, every=1),
+    # relu_decay
+    "relu_decay.check_data": dict(X=X2, Y=Y1),
+    "relu_decay.check_weights": dict(W1=W1, W2=W2, n0=2, n2=1),
+    "relu_decay.hidden": dict(X=X2, W1=W1),
+    "relu_decay.outputs": dict(X=X2, W1=W1, W2=W2),
+    "relu_decay.unit_outputs": dict(X=X2, W1=W1, W2=W2),
+    "relu_decay.unit_regularizers": dict(W1=W1, W2=W2),
+    "relu_decay.regularizer": dict(W1=W1, W2=W2),
+    "relu_decay.objective": dict(X=X2, Y=Y1, W1=W1, W2=W2, decay=0.1),
+    "relu_decay.gradient": dict(X=X2, Y=Y1, W1=W1, W2=W2, decay=0.1),
+    "relu_decay.dropout_penalty": dict(X=X2, W1=W1, W2=W2),
+    "relu_decay.split_units": dict(W1=W1, W2=W2, shares=np.array([0.5, 0.5])),
+    "relu_decay.gradient_descent": dict(X=X2, Y=Y1, W1=W1, W2=W2, decay=0.1, schedule=schedule(), every=1),
+    "relu_decay.FlatPath.weights": dict(
+        self=Fresh(lambda: relu_decay.flat_path(X2, np.hstack([W1, W1]), np.hstack([W2, -W2]))), tau=0.1),
+    "relu_decay.flat_path": dict(X=X2, W1=np.hstack([W1, W1]), W2=np.hstack([W2, -W2]), units=[0, 3]),
+    # relu_polar
+    "relu_polar.direction": dict(angle=np.array([0.0, 1.0])),
+    "relu_polar.breakpoint_angles": dict(X=X2),
+    "relu_polar.arcs": dict(X=X2),
+    "relu_polar.polar_curve": dict(X=X2, G=Y1, angles=np.array([0.0, 1.0])),
+    "relu_polar.polar": dict(X=X2, G=Y1),
+    "relu_polar.duality_gap_certificate": dict(X=X2, Y=Y1, Z=Y1 / 2, cost=0.5, decay=0.1),
+    "relu_polar.network_certificate": dict(X=X2, Y=Y1, W1=W1, W2=W2, decay=0.1),
+    "relu_polar.Reference.network": dict(
+        self=Fresh(lambda: relu_polar.sector_reference(X2, Y1, 0.1, tol=1e-6)), threshold=0.0, merge=True),
+    "relu_polar.Reference.active_groups": dict(
+        self=Fresh(lambda: relu_polar.sector_reference(X2, Y1, 0.1, tol=1e-6)), threshold=0.0),
+    "relu_polar.sector_reference": dict(X=X2, y=Y1[0], decay=0.1, tol=1e-6, max_iter=2000, check_every=50),
+    "relu_polar.relu_dictionary": dict(X=X2, n_angles=8),
+    "relu_polar.largest_gap": dict(angles=np.array([0.0, 1.0, 3.0])),
+    "relu_polar.InducedRegularizer.network": dict(
+        self=Fresh(lambda: relu_polar.induced_regularizer(X2, Y1[0], n_angles=64))),
+    "relu_polar.induced_regularizer": dict(X=X2, z=Y1[0], n_angles=64),
+    "relu_polar.escape": dict(X=X2, Y=Y1, W1=W1, W2=W2, decay=0.1),
+    "relu_polar.MetaRun.certified": dict(
+        self=Fresh(lambda: relu_polar.meta_algorithm(X2, Y1, W1[None], W2[None], 0.1, schedule(),
+                                                            schedule(), accuracy=0.1, rounds=1)), accuracy=0.1),
+    "relu_polar.meta_algorithm": dict(X=X2, Y=Y1, W1=W1[None], W2=W2[None], decay=0.1, schedule=schedule(),
+                                      escape_schedule=schedule(), accuracy=0.1, rounds=1),
+    "relu_polar.non_increasing_path": dict(X=X2, Y=Y1, W1=W1, W2=W2, decay=0.1, cycle_schedule=schedule(),
+                                           final_schedule=schedule(), cycles=1, points=3, every=1),
     # landscape
     "landscape.assembled_hessian": dict(product=lambda D: (2 * D,), shapes=[(2, 2)]),
     "landscape.tied_objective": dict(M=SYM, U=U, lam=0.5),
@@ -790,8 +791,8 @@ MUTATIONS = {
 ACCEPTED = {
     ("*", "retain", "one"): "θ = 1 (keep every unit: no dropout) is a valid retain probability",
     ("data.matrix_with_spectrum", "spectrum", "empty"): "no singular values: the zero matrix",
-    ("homogeneous.direction", "angle", "zero_d"): "one angle gives one direction",
-    ("homogeneous.polar_curve", "angles", "zero_d"): "one angle gives one value",
+    ("relu_polar.direction", "angle", "zero_d"): "one angle gives one direction",
+    ("relu_polar.polar_curve", "angles", "zero_d"): "one angle gives one value",
     ("linear.flat_objective", "mask", "none"): "mask is optional: None means Bernoulli dropout of weight lam",
     ("stats.self_normalized_z", "differences", "zero_d"): "a single difference d gives d/|d|",
     ("stats.self_normalized_z", "axis", "negative"): "numpy axes count from the end",
@@ -812,29 +813,29 @@ ACCEPTED = {
     ("config.Config.pick", "full", "*"): "pick returns one of its arguments, which may be anything",
 }
 for _entry, _names in {
-    "homogeneous.direction": ["angle"], "homogeneous.polar_curve": ["angles"],
+    "relu_polar.direction": ["angle"], "relu_polar.polar_curve": ["angles"],
 }.items():
     for _name in _names:
         ACCEPTED[(_entry, _name, "empty")] = "angles of any shape, none included"
         ACCEPTED[(_entry, _name, "other_ndim")] = "angles of any shape"
         ACCEPTED[(_entry, _name, "wider")] = "angles of any shape"
 # A 1-d array where a one-row matrix is expected (scalar outputs), or the reverse, is read as the same data.
-for _entry, _name in [("homogeneous.duality_gap_certificate", "Y"), ("homogeneous.duality_gap_certificate", "Z"),
-                      ("homogeneous.induced_regularizer", "z"), ("homogeneous.polar", "G"),
-                      ("homogeneous.polar_curve", "G"), ("homogeneous.sector_reference", "y"),
+for _entry, _name in [("relu_polar.duality_gap_certificate", "Y"), ("relu_polar.duality_gap_certificate", "Z"),
+                      ("relu_polar.induced_regularizer", "z"), ("relu_polar.polar", "G"),
+                      ("relu_polar.polar_curve", "G"), ("relu_polar.sector_reference", "y"),
                       ("stats.StreamingMean.add", "samples"), ("stats.self_normalized_z", "differences")]:
     ACCEPTED[(_entry, _name, "other_ndim")] = "the same numbers in another layout are read as the same data"
 # One more column, where that dimension is free (samples, width, a vector's length, a map's shape).
 WIDER = {
     "samples or columns of data": ["data.second_moment:factor", "features.features:X", "features.spread_targets:onehot",
-                                   "training.dropconnect_sgd:data", "homogeneous.arcs:X", "homogeneous.breakpoint_angles:X",
-                                   "homogeneous.dropout_penalty:X", "homogeneous.flat_path:X", "homogeneous.hidden:X",
-                                   "homogeneous.outputs:X", "homogeneous.relu_dictionary:X", "homogeneous.unit_outputs:X",
+                                   "training.dropconnect_sgd:data", "relu_polar.arcs:X", "relu_polar.breakpoint_angles:X",
+                                   "relu_decay.dropout_penalty:X", "relu_decay.flat_path:X", "relu_decay.hidden:X",
+                                   "relu_decay.outputs:X", "relu_polar.relu_dictionary:X", "relu_decay.unit_outputs:X",
                                    "rounding.relu_gamma:X", "stats.StreamingMean.add:samples",
                                    "stats.self_normalized_z:differences", "engine.check_checkpoints:checkpoints",
                                    "stats.t_statistic:differences",
                                    "deep.sampled_regularizer:input_factor", "landscape.critical_point_search:starts",
-                                   "homogeneous.largest_gap:angles", "rounding.relu_magnitude:X",
+                                   "relu_polar.largest_gap:angles", "rounding.relu_magnitude:X",
                                    "rounding.factorization_operations:Y", "stats.streaming_mean:chunks",
                                    "networks.balanced_scalar_steps:scales", "networks.planted_moments:eigenvalues"],
     "a matrix of any shape": ["deep.balanced_implementation:W", "equalizer.equalized_factors:P",
@@ -849,7 +850,7 @@ WIDER = {
                                "optimize.hessian:x", "optimize.certify:x", "optimize.newton_polish:x",
                                "checks.vector:value", "checks.real_array:value", "checks.matrix:value",
                                "checks.tensor:value"],
-    "a network of any width r": ["equalizer.equalizer:U", "linear.column_rotation:U", "homogeneous.hidden:W1",
+    "a network of any width r": ["equalizer.equalizer:U", "linear.column_rotation:U", "relu_decay.hidden:W1",
                                  "landscape.tied_gradient:U", "landscape.tied_hessian:U", "landscape.tied_objective:U",
                                  "rounding.tied_gradient:U", "rounding.tied_value:U", "masks.Finite:patterns",
                                  "rounding.relu_gamma:W1", "rounding.factorization_operations:U",

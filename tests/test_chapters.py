@@ -346,7 +346,7 @@ PLANTED_BUGS = {
     ),
     "the ReLU polar taken over the arc ends only": (
         "landscape-networks-homogeneous",
-        "import numpy as np, dropnb.homogeneous as H\n"
+        "import numpy as np, dropnb.relu_polar as H\n"
         "def _ends_only(X, G, H=H):\n"
         "    start, _, _ = H.arcs(X)\n"
         "    values = H.polar_curve(X, G, start)\n"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dropnb import factorization as fz
-from dropnb import homogeneous, landscape, rounding
+from dropnb import landscape, relu_decay, rounding
 from dropnb.rounding import hessian_cutoff, roundoff_tolerance
 
 
@@ -251,9 +251,9 @@ def test_relu_bounds_cover_the_rounding_errors_of_value_and_gradient():
     for _ in range(10):
         X, Y, W1, W2, lam = relu_point(rng)
         value, g1, g2 = relu_exact(X, Y, W1, W2, lam)
-        assert abs(Fraction(homogeneous.objective(X, Y, W1, W2, lam)) - value) <= Fraction(
+        assert abs(Fraction(relu_decay.objective(X, Y, W1, W2, lam)) - value) <= Fraction(
             rounding.relu_value(X, Y, W1, W2, lam))
-        c1, c2 = homogeneous.gradient(X, Y, W1, W2, lam)
+        c1, c2 = relu_decay.gradient(X, Y, W1, W2, lam)
         error = (frobenius(exact(c1) - g1) ** 2 + frobenius(exact(c2) - g2) ** 2) ** 0.5
         assert error <= rounding.relu_gradient(X, Y, W1, W2, lam)
 
