@@ -26,7 +26,7 @@ becomes a group lasso over the arcs' closed cones K_S (as in Pilanci and Ergen 2
 
 solved here by FISTA whose proximal step, projection onto K_S followed by group shrinkage, is the
 exact proximal map of λ‖·‖ + ι_{K_S} (Moreau's decomposition for cones), and certified by its own
-duality gap. Ω(z) itself is a basis-pursuit linear program over ReLU atoms on an angle grid that
+duality gap; :func:`conic_reference` hands the same program to cvxpy and Clarabel as a witness. Ω(z) itself is a basis-pursuit linear program over ReLU atoms on an angle grid that
 contains the breakpoints (within a factor cos(δ/2) of Ω for the largest angular gap δ).
 
 Adding a unit (√ε a*, √ε b) along the polar maximizer a* (b = G h/‖G h‖, h = ReLU(Xᵀa*)) changes F
@@ -257,21 +257,29 @@ class Reference:
         return int(np.sum(np.linalg.norm(np.concatenate([self.V, self.U]), axis=1) > threshold))
 
 
-def sector_reference(X, y, decay, tol: float = 1e-10, max_iter: int = 200_000, check_every: int = 50) -> Reference:
-    """FISTA with gradient restart (O'Donoghue and Candès 2015) on the group lasso over arc cones,
-    stopped when the duality gap p − d ≤ tol·p (checked every ``check_every`` iterations)."""
+def _sector_problem(X, y, decay) -> tuple[np.ndarray, np.ndarray, float, np.ndarray, np.ndarray, np.ndarray]:
+    """The validated X, y, λ, the arcs' starts and stops, and the design D = [D_S Xᵀ]_S (m, 2K),
+    columns (arc, coordinate), of the group lasso over arc cones: Z = D vec(V) − D vec(U)."""
     X = _check_planar(X)
     y = checks.matrix(np.ravel(y), "y", ndim=1)
     if y.shape[0] != X.shape[1]:
         raise ValueError(f"y must have {X.shape[1]} entries to match X, got {y.shape[0]}")
     decay = checks.positive(decay, "decay")
+    start, stop, active = arcs(X)
+    K, m = active.shape
+    design = (active[:, :, None] * X.T[None, :, :]).transpose(1, 0, 2).reshape(m, 2 * K)
+    return X, y, decay, start, stop, design
+
+
+def sector_reference(X, y, decay, tol: float = 1e-10, max_iter: int = 200_000, check_every: int = 50) -> Reference:
+    """FISTA with gradient restart (O'Donoghue and Candès 2015) on the group lasso over arc cones,
+    stopped when the duality gap p − d ≤ tol·p (checked every ``check_every`` iterations)."""
+    X, y, decay, start, stop, design = _sector_problem(X, y, decay)
     tol = checks.positive(tol, "tol")
     max_iter = checks.integer(max_iter, "max_iter")
     check_every = checks.integer(check_every, "check_every")
-    start, stop, active = arcs(X)
-    K, m = active.shape
-    blocks = active[:, :, None] * X.T[None, :, :]  # D_S Xᵀ, (K, m, 2)
-    A = np.concatenate([blocks, -blocks]).transpose(1, 0, 2).reshape(m, 2 * K * 2)  # columns (group, coordinate)
+    K = len(start)
+    A = np.concatenate([design, -design], axis=1)  # columns (group, coordinate): the V groups, then the U groups
     left, right = direction(start), direction(stop)
     left2, right2 = np.concatenate([left, left]), np.concatenate([right, right])
     L = np.linalg.norm(A, 2) ** 2
@@ -300,6 +308,47 @@ def sector_reference(X, y, decay, tol: float = 1e-10, max_iter: int = 200_000, c
                 break
     cert, groups, Z, it = best
     return Reference(groups[:K], groups[K:], Z, cert.primal, cert.dual, it, start, stop)
+
+
+@dataclass
+class ConicReference:
+    """(1.48) for n₀ = 2 and scalar output solved by Clarabel through cvxpy: the cone groups, the
+    output, the optimal value, and the accuracy ε(1 + |value|) that Clarabel's stopping rule certifies
+    for it (status optimal: primal and dual objectives within ε_abs + ε_rel·|value|, residuals ≤ ε)."""
+
+    V: np.ndarray  # (K, 2)
+    U: np.ndarray  # (K, 2)
+    Z: np.ndarray  # (1, m)
+    value: float
+    accuracy: float
+    seconds: float
+
+
+def conic_reference(X, y, decay, tol: float = 1e-10) -> ConicReference:
+    """The problem of :func:`sector_reference` handed to an independent solver: cvxpy with Clarabel
+    (interior point), min ½‖y − Z‖² + λΣ_S(‖v_S‖ + ‖u_S‖) over v_S, u_S in the cones of the arcs, each
+    cone written as two linear inequalities. Needs cvxpy and clarabel (requirements.txt)."""
+    X, y, decay, start, stop, design = _sector_problem(X, y, decay)
+    tol = checks.positive(tol, "tol")
+    try:
+        import cvxpy as cp
+    except ImportError as error:  # pragma: no cover - pinned in requirements.txt
+        raise ImportError("conic_reference needs cvxpy and clarabel: pip install -r requirements.txt") from error
+    K = len(start)
+    left, right = direction(start), direction(stop)
+    V, U = cp.Variable((K, 2)), cp.Variable((K, 2))
+    Z = design @ cp.reshape(V - U, (2 * K,), order="C")
+    cones = [constraint for W in (V, U) for constraint in (
+        cp.multiply(left[:, 0], W[:, 1]) - cp.multiply(left[:, 1], W[:, 0]) >= 0,
+        cp.multiply(W[:, 0], right[:, 1]) - cp.multiply(W[:, 1], right[:, 0]) >= 0)]
+    cost = cp.sum(cp.norm(V, 2, axis=1)) + cp.sum(cp.norm(U, 2, axis=1))
+    problem = cp.Problem(cp.Minimize(0.5 * cp.sum_squares(y - Z) + decay * cost), cones)
+    problem.solve(solver=cp.CLARABEL, tol_gap_abs=tol, tol_gap_rel=tol, tol_feas=tol)
+    if problem.status != cp.OPTIMAL:
+        raise RuntimeError(f"Clarabel did not certify an optimum at tolerance {tol:g}: status {problem.status}")
+    Vv, Uv = V.value, U.value
+    return ConicReference(Vv, Uv, (design @ (Vv - Uv).ravel())[None, :], float(problem.value),
+                          tol * (1 + abs(float(problem.value))), float(problem.solver_stats.solve_time))
 
 
 # ---------------------------------------------------------------------------------------------

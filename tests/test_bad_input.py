@@ -67,6 +67,7 @@ OUT_OF_SCOPE = {
     "relu_polar.Polar": "result record built by relu_polar.polar",
     "relu_polar.DualityGapCertificate": "result record built by relu_polar.duality_gap_certificate",
     "relu_polar.Reference": "result record built by relu_polar.sector_reference",
+    "relu_polar.ConicReference": "result record built by relu_polar.conic_reference",
     "relu_polar.InducedRegularizer": "result record built by relu_polar.induced_regularizer",
     "relu_polar.Escape": "result record built by relu_polar.escape",
     "relu_polar.MetaRun": "result record built by relu_polar.meta_algorithm",
@@ -423,6 +424,7 @@ EXAMPLES.update({
     "relu_polar.Reference.active_groups": dict(
         self=Fresh(lambda: relu_polar.sector_reference(X2, Y1, 0.1, tol=1e-6)), threshold=0.0),
     "relu_polar.sector_reference": dict(X=X2, y=Y1[0], decay=0.1, tol=1e-6, max_iter=2000, check_every=50),
+    "relu_polar.conic_reference": dict(X=X2, y=Y1[0], decay=0.1, tol=1e-8),
     "relu_polar.relu_dictionary": dict(X=X2, n_angles=8),
     "relu_polar.largest_gap": dict(angles=np.array([0.0, 1.0, 3.0])),
     "relu_polar.InducedRegularizer.network": dict(
@@ -826,6 +828,7 @@ for _entry, _names in {
 for _entry, _name in [("relu_polar.duality_gap_certificate", "Y"), ("relu_polar.duality_gap_certificate", "Z"),
                       ("relu_polar.induced_regularizer", "z"), ("relu_polar.polar", "G"),
                       ("relu_polar.polar_curve", "G"), ("relu_polar.sector_reference", "y"),
+                      ("relu_polar.conic_reference", "y"),
                       ("stats.StreamingMean.add", "samples"), ("stats.self_normalized_z", "differences")]:
     ACCEPTED[(_entry, _name, "other_ndim")] = "the same numbers in another layout are read as the same data"
 # One more column, where that dimension is free (samples, width, a vector's length, a map's shape).

@@ -193,3 +193,25 @@ def test_sector_reference_checks_its_gap_every_check_every_iterations(problem):
     assert reference.iterations % 50 == 0 and reference.primal - reference.dual <= 1e-11 * reference.primal
     again = rp.sector_reference(X, Y[0], decay, tol=1e-11, check_every=7)
     assert again.iterations % 7 == 0
+
+
+def test_conic_reference_agrees_with_fista_within_both_certified_accuracies(problem):
+    """Clarabel (through cvxpy) and the book's FISTA solve one program: values within the two
+    certified accuracies, and Clarabel's point is feasible (cones) and gives its own output."""
+    X, Y, decay, reference = problem
+    conic = rp.conic_reference(X, Y[0], decay)
+    assert abs(conic.value - reference.primal) <= reference.gap + conic.accuracy
+    left, right = rp.direction(reference.start), rp.direction(reference.stop)
+    for W in (conic.V, conic.U):
+        assert np.all(left[:, 0] * W[:, 1] - left[:, 1] * W[:, 0] >= -1e-9)
+        assert np.all(W[:, 0] * right[:, 1] - W[:, 1] * right[:, 0] >= -1e-9)
+    cost = np.linalg.norm(conic.V, axis=1).sum() + np.linalg.norm(conic.U, axis=1).sum()
+    assert 0.5 * np.sum((Y[0] - conic.Z[0]) ** 2) + decay * cost == pytest.approx(conic.value, rel=1e-9)
+
+
+def test_conic_reference_catches_a_wrong_value(problem):
+    """A reference value off by a tenth of the weight-decay term is outside the two accuracies."""
+    X, Y, decay, reference = problem
+    conic = rp.conic_reference(X, Y[0], decay)
+    wrong = reference.primal + 0.1 * decay * (np.linalg.norm(reference.V, axis=1).sum())
+    assert abs(conic.value - wrong) > reference.gap + conic.accuracy
