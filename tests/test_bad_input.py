@@ -304,6 +304,7 @@ EXAMPLES.update({
     "factorization.objective": dict(Y=M, U=U, V=V, decay=0.5, kappa=0.1),
     "factorization.gradient": dict(Y=M, U=U, V=V, decay=0.5, kappa=0.1),
     "factorization.flat_objective": dict(Y=M, width=2, decay=0.5, kappa=0.1),
+    "factorization.flat_point": dict(U=U, V=V),
     "factorization.balanced_factors": dict(Z=M, width=2),
     "factorization.optimal_factors": dict(Y=M, decay=0.5, width=2),
     "factorization.optimal_value": dict(spectrum=SPECTRUM, decay=0.5, width=2),
