@@ -502,6 +502,7 @@ EXAMPLES.update({
     "networks.key_matrix": dict(moments=MOMENTS),
     "networks.shallow_critical_points": dict(moments=MOMENTS, width=1, C=np.eye(1)),
     "networks.critical_value": dict(moments=MOMENTS, subset=(0,)),
+    "networks.empirical_optimum": dict(X=X2, Y=Y1, width=1),
     "networks.deep_risk": dict(moments=MOMENTS, layers=LAYERS),
     "networks.deep_flat_risk": dict(moments=MOMENTS, sizes=[3, 2, 2]),
     "networks.planted_moments": dict(n0=3, eigenvalues=np.array([2.0, 1.0]), rng=rng()),
