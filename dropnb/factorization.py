@@ -55,7 +55,7 @@ from .shrinkage import check_spectrum
 
 __all__ = [
     "nuclear_norm", "singular_value_threshold", "convex_objective", "objective", "gradient",
-    "flat_objective", "balanced_factors", "optimal_factors", "optimal_value", "squared_nuclear_threshold",
+    "flat_objective", "flat_point", "balanced_factors", "optimal_factors", "optimal_value", "squared_nuclear_threshold",
     "top_singular_triple", "PolarCertificate", "polar_certificate", "spectral_rounding", "value_rounding", "duality_gap",
     "append_column", "append_change", "split_units", "expose_null_columns", "gradient_descent",
     "Stage", "MetaRun", "meta_algorithm",
@@ -162,6 +162,15 @@ def flat_objective(Y, width: int, decay: float, kappa: float = 0.0):
         return x[:split].reshape(n2, r), x[split:].reshape(n0, r)
 
     return fun, unpack
+
+
+def flat_point(U, V) -> np.ndarray:
+    """x = (vec U, vec V), row-major: xᵢᵣ₊ⱼ = Uᵢⱼ, x_{n₂r + kr + j} = V_kj; the point that the functions of
+    ``flat_objective`` take (the inverse of its ``unpack``)."""
+    U, V = checks.matrix(U, "U"), checks.matrix(V, "V")
+    if U.shape[1] != V.shape[1]:
+        raise ValueError(f"U and V must have the same width, got {U.shape} and {V.shape}")
+    return np.concatenate([U.ravel(), V.ravel()])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -164,6 +164,19 @@ def critical_value(moments, subset) -> float:
     return float(np.trace(moments[2]) - values[indices].sum())
 
 
+def empirical_optimum(X, Y, width: int) -> float:
+    """min over U (n₂×n₁), V (n₀×n₁) of the empirical risk ‖Y − UVᵀX‖²_F/m, n₁ = ``width``:
+    (‖Y − YP_X‖²_F + Σ_{i>n₁} σᵢ(YP_X)²)/m with P_X = X⁺X the projector onto the row space of X
+    (Eckart–Young); valid for a singular Σxx too, where the key matrix of the moments does not apply."""
+    X, Y = checks.matrix(X, "X"), checks.matrix(Y, "Y")
+    width = checks.integer(width, "width")
+    if X.shape[1] != Y.shape[1]:
+        raise ValueError(f"X and Y must hold the same number of columns, got {X.shape} and {Y.shape}")
+    fitted = Y @ np.linalg.pinv(X) @ X
+    tail = np.linalg.svd(fitted, compute_uv=False)[width:]
+    return (np.sum((Y - fitted) ** 2) + np.sum(tail**2)) / X.shape[1]
+
+
 def deep_risk(moments, layers) -> float:
     """R(W₁, …, W_L) = tr(Σyy − 2ΣyxPᵀ + PΣxxPᵀ) with P = W_L⋯W₁, W_l ∈ ℝ^{n_l×n_{l−1}}
     (Vidal et al. 2022, Theorem 1.4)."""

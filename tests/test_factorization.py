@@ -291,6 +291,19 @@ def test_flat_objective_autograd_hessian_shows_the_saddle_of_a_padded_rank_two_p
     assert np.linalg.eigvalsh(H).min() == pytest.approx(decay - 3.0, abs=1e-12)
 
 
+
+def test_flat_point_lists_the_entries_row_by_row_and_inverts_unpack():
+    rng = np.random.default_rng(3)
+    Y = rng.standard_normal((4, 3))
+    U, V = random_point(rng, 4, 3, 2)
+    x = fz.flat_point(U, V)
+    by_index = [U[i, j] for i in range(4) for j in range(2)] + [V[k, j] for k in range(3) for j in range(2)]
+    np.testing.assert_array_equal(x, by_index)
+    fun, unpack = fz.flat_objective(Y, 2, 0.5, 0.25)
+    np.testing.assert_array_equal(unpack(x)[0], U)
+    np.testing.assert_array_equal(unpack(x)[1], V)
+    assert float(fun(torch.tensor(x))) == pytest.approx(fz.objective(Y, U, V, 0.5, 0.25), rel=1e-12)
+
 @pytest.mark.parametrize("call,match", [
     (lambda Y: fz.objective(Y, np.zeros((5, 2)), np.zeros((5, 2)), 1.0), "U must have 6 rows"),
     (lambda Y: fz.objective(Y, np.zeros((6, 2)), np.zeros((5, 3)), 1.0), "same width"),

@@ -243,3 +243,16 @@ def test_planted_moments_follow_their_documented_input_law():
     Sxx, _, _ = networks.planted_moments(n0, [3.0, 1.0], np.random.default_rng(4))
     A = np.random.default_rng(4).standard_normal((n0, n0))
     np.testing.assert_allclose(Sxx, A @ A.T / n0 + np.eye(n0) / 2, rtol=0, atol=1e-13)
+
+
+def test_empirical_optimum_is_the_top_critical_value_and_depends_on_the_row_space_of_x_only():
+    rng = np.random.default_rng(11)
+    X, Y = regression_data(4, 3, 30, rng)
+    for width in (1, 2, 3):
+        best = networks.critical_value(networks.moments(X, Y), range(width))
+        assert networks.empirical_optimum(X, Y, width) == pytest.approx(best, rel=1e-12)
+    C = rng.standard_normal((3, 30))  # X = BC: a singular Σxx with the row space of C
+    X_singular = rng.standard_normal((6, 3)) @ C
+    for width in (1, 2):
+        best = networks.critical_value(networks.moments(C, Y), range(width))
+        assert networks.empirical_optimum(X_singular, Y, width) == pytest.approx(best, rel=1e-10)
