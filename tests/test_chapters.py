@@ -355,6 +355,13 @@ PLANTED_BUGS = {
         "H.polar = _ends_only",
         "landscape-networks.theorem19.polar",
     ),
+    "the convex reference stopped at its first check and reported as exact": (
+        "landscape-networks-homogeneous",
+        "import inspect, dropnb.relu_polar as _P\n"
+        "exec(inspect.getsource(_P.sector_reference).replace('if cert.gap <= tol * cert.primal:', 'if True:')"
+        ".replace('cert.primal, cert.dual, it', 'cert.primal, cert.primal, it'), _P.__dict__)",
+        "landscape-networks.theorem19.witness",
+    ),
     "the dual value of the factorization's duality gap with a quarter of the squared norm of Q": (
         "landscape-networks-factorization",
         "import numpy as np, dropnb.factorization as F\n"
