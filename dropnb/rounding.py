@@ -70,6 +70,27 @@ def certified_linear_value(certificate: Any, M, S, value: float) -> float:
     return gap + roundoff_tolerance(operations) * (np.trace(M @ S @ M.T) + value)
 
 
+def linear_value_rounding(M, width: int, value: float) -> float:
+    """The rounding error of one evaluation of the dropout objective f of a d₁ × d₂ shallow linear
+    network of width r with target map M: γₙ(‖M‖²_F + |f|), n = 4(d₁d₂(r + 2) + r²(d₁ + d₂))
+    (the value part of :func:`certified_factorization`)."""
+    M, width, value = checks.matrix(M, "M"), checks.integer(width, "width"), checks.number(value, "value")
+    d1, d2 = M.shape
+    return roundoff_tolerance(4 * (d1 * d2 * (width + 2) + width * width * (d1 + d2))) * (np.sum(M**2) + abs(value))
+
+
+def certified_excursion(value: float, floor: float, certificate: Any, M, S, extra_rounding: float = 0.0) -> float:
+    """Where a value f of the dropout objective of a linear network lies against a proved lower bound
+    F* = ``floor``, in units of its tolerance: max((f − F*)/(g²/(2μ) + ρ), (F* − f)/ρ), with g²/(2μ) =
+    ``certificate.value_gap`` and ρ = γₙ(tr(MSMᵀ) + F*) the rounding of :func:`certified_linear_value`
+    (plus ``extra_rounding`` where f is evaluated another way). At most 1 when f lies within the value
+    gap plus rounding above F* and within rounding below it."""
+    value, floor = checks.number(value, "value"), checks.number(floor, "floor")
+    extra_rounding = checks.number(extra_rounding, "extra_rounding", minimum=0)
+    rounding_part = certified_linear_value(certificate, M, S, floor) - certificate.value_gap + extra_rounding
+    return max((value - floor) / (certificate.value_gap + rounding_part), (floor - value) / rounding_part)
+
+
 def certified_factorization(certificate: Any, U, V, M, value: float) -> dict[str, float]:
     """First-order error bounds at an optimizer's end point (U, V) of a d₁ × d₂ factorization of M
     of width r (see dropnb.optimize), each plus the rounding error γₙ of evaluating the quantity,

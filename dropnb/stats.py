@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from statistics import NormalDist
 from typing import Iterable
 
@@ -116,6 +117,16 @@ def loss_bias_z(run, name: str) -> float:
     if run.losses is None or name not in run.metrics:
         raise ValueError(f"run must record losses and the metric {name!r}")
     return self_normalized_z(run.losses[:, run.steps[:-1]].T - run.metrics[name][:-1])
+
+
+def sign_test_critical(count: int, level: float) -> int:
+    """The smallest k with P(Bin(n, ½) ≥ k) = 2⁻ⁿ Σ_{j≥k} C(n, j) ≤ ``level``, n = ``count``: how many of n
+    independent paired runs must go one way for a one-sided sign test at ``level`` (exact integer sums)."""
+    count = checks.integer(count, "count")
+    level = checks.number(level, "level", minimum=0, maximum=1, open_minimum=True, open_maximum=True)
+    if level * 2**count < 1:
+        raise ValueError(f"no count of {count} runs is significant at level {level:g}: 2^-{count} > level")
+    return min(k for k in range(count + 1) if sum(math.comb(count, j) for j in range(k, count + 1)) <= level * 2**count)
 
 
 def spearman_critical(count: int, level: float) -> float:

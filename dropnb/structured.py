@@ -37,6 +37,7 @@ import numpy as np
 
 from . import checks
 from .linear import check_factors, dropout_lambda
+from .masks import MaskDistribution
 
 
 def _check_vector(values, name: str, descending: bool = False) -> np.ndarray:
@@ -241,6 +242,19 @@ def block_norms(U, V, S, block_size: int) -> np.ndarray:
     s = _check_blocks(U.shape[1], block_size)
     return np.array([np.linalg.norm(U[:, j:j + s] @ (V[:, j:j + s].T @ root))
                      for j in range(0, U.shape[1], s)])
+
+
+def enumerated_penalty(U, V, S, mask: MaskDistribution) -> tuple[float, int]:
+    """The dropout penalty summed over every pattern of ``mask``, and the number of patterns:
+    Σ_b P(b) tr(W_b S W_bᵀ) − tr(W S Wᵀ), W_b = U diag(b/μ) Vᵀ, W = UVᵀ (S = I when None). For
+    DropBlock masks it is λ Σⱼ αⱼ² (Lemma 2.1, :func:`block_norms`)."""
+    U, V, S = check_factors(U, V, S)
+    if not isinstance(mask, MaskDistribution) or mask.width != U.shape[1]:
+        raise ValueError(f"mask must be a dropnb.masks distribution of width {U.shape[1]}, got {mask!r}")
+    patterns, probs = mask.enumerate()
+    maps = np.einsum("ai,ki,bi->kab", U, patterns / mask.mean, V)
+    W = U @ V.T
+    return probs @ np.einsum("kab,bc,kac->k", maps, S, maps) - np.trace(W @ S @ W.T), len(probs)
 
 
 def duplicate(U, V) -> tuple[np.ndarray, np.ndarray]:

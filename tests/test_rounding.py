@@ -269,3 +269,27 @@ def test_relu_bounds_formula_scaling_and_bad_input():
         rounding.relu_value(X, Y.T, W1, W2, lam)
     with pytest.raises(ValueError, match="^decay must"):
         rounding.relu_gradient(X, Y, W1, W2, float("nan"))
+
+
+def test_certified_excursion_is_one_at_the_edges_of_its_tolerance():
+    rng = np.random.default_rng(4)
+    M, A = rng.standard_normal((3, 4)), rng.standard_normal((4, 4))
+    S, floor, gap = A @ A.T, 2.0, 1e-9
+    certificate = SimpleNamespace(value_gap=gap, x=np.zeros(14))
+    rho = roundoff_tolerance(4 * 14 * 4) * (np.trace(M @ S @ M.T) + floor)  # the rounding, by hand
+    # f ± ρ is itself rounded near F*: the edges hold to the cancellation error ulp(F*)/ρ
+    assert rounding.certified_excursion(floor + gap + rho, floor, certificate, M, S) == pytest.approx(1.0, rel=1e-3)
+    assert rounding.certified_excursion(floor - rho, floor, certificate, M, S) == pytest.approx(1.0, rel=1e-3)
+    assert rounding.certified_excursion(floor, floor, certificate, M, S) == 0.0
+    widened = rounding.certified_excursion(floor - rho, floor, certificate, M, S, extra_rounding=rho)
+    assert widened == pytest.approx(0.5, rel=1e-3)
+
+
+def test_linear_value_rounding_is_the_value_part_of_the_factorization_bound():
+    rng = np.random.default_rng(7)
+    M, U, V = rng.standard_normal((5, 4)), rng.standard_normal((5, 3)), rng.standard_normal((4, 3))
+    by_hand = roundoff_tolerance(4 * (5 * 4 * (3 + 2) + 9 * (5 + 4))) * (np.sum(M**2) + 1.5)
+    assert rounding.linear_value_rounding(M, 3, 1.5) == pytest.approx(by_hand, rel=1e-15)
+    assert rounding.linear_value_rounding(M, 3, -1.5) == rounding.linear_value_rounding(M, 3, 1.5)
+    whole = rounding.certified_factorization(SimpleNamespace(value_gap=0.0, distance=0.0), U, V, M, 1.5)
+    assert rounding.linear_value_rounding(M, 3, 1.5) == pytest.approx(whole["value"], rel=1e-15)

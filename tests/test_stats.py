@@ -113,3 +113,17 @@ def test_bootstrap_rank_correlation_brackets_a_clear_trend():
     x, y = trend + 0.1 * rng.standard_normal((8, 5)), trend + 0.1 * rng.standard_normal((8, 5))
     rho, lower, upper = stats.bootstrap_rank_correlation(x, y, 500, np.random.default_rng(0), 0.05)
     assert lower <= rho <= upper and lower > 0.9
+
+
+@pytest.mark.parametrize("count, level", [(1, 0.5), (10, 0.05), (25, 1e-6), (31, 1e-6)])
+def test_sign_test_critical_is_the_smallest_significant_count(count, level):
+    from scipy.stats import binom
+
+    k = stats.sign_test_critical(count, level)
+    assert binom.sf(k - 1, count, 0.5) <= level * (1 + 1e-12)  # P(Bin ≥ k) within the level
+    assert k == 0 or binom.sf(k - 2, count, 0.5) > level  # and not for k − 1
+
+
+def test_sign_test_critical_rejects_unreachable_levels():
+    with pytest.raises(ValueError):
+        stats.sign_test_critical(5, 1e-3)  # 2⁻⁵ > 10⁻³: even five of five is not significant

@@ -337,3 +337,23 @@ def test_balanced_replication_skips_zero_blocks():
 def test_bad_input_raises_naming_the_argument(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+@pytest.mark.parametrize("mask", [masks.Blocks(6, 2, 0.7), masks.Blocks(6, 3, 0.4), masks.Bernoulli(6, 0.6)])
+def test_enumerated_penalty_is_the_thinned_loss_minus_the_averaged_loss(mask):
+    rng = np.random.default_rng(5)
+    M, U, V = rng.standard_normal((4, 5)), rng.standard_normal((4, 6)), rng.standard_normal((5, 6))
+    S = data.second_moment(rng.standard_normal((5, 5)))
+    penalty, count = structured.enumerated_penalty(U, V, S, mask)
+    assert count == len(mask.enumerate()[1])
+    expected = linear.enumerated_objective(M, U, V, mask, S) - linear.expected_loss(M, U, V, S)
+    assert penalty == pytest.approx(expected, rel=1e-10)
+
+
+def test_enumerated_penalty_of_dropblock_is_lambda_times_the_squared_block_norms():
+    rng = np.random.default_rng(6)
+    U, V = rng.standard_normal((3, 6)), rng.standard_normal((4, 6))
+    penalty, _ = structured.enumerated_penalty(U, V, None, masks.Blocks(6, 3, 0.6))
+    assert penalty == pytest.approx((1 - 0.6) / 0.6 * np.sum(structured.block_norms(U, V, None, 3) ** 2), rel=1e-12)
+    with pytest.raises(ValueError):
+        structured.enumerated_penalty(U, V, None, masks.Blocks(3, 3, 0.6))
