@@ -1,5 +1,9 @@
 """Synthetic data drawn from seeds: isotropic inputs with E[xxᵀ] = I, affine images of them, and
-target matrices with a prescribed spectrum and Haar-random singular vectors."""
+target matrices with a prescribed spectrum and Haar-random singular vectors.
+
+Conventions: a sample of n inputs in ℝᵈ is an (n, d) array, one input a row, drawn from the caller's
+numpy generator; second moments are d × d; a target map M ∈ ℝ^{d₁×d₂} acts on column vectors, y = Mx,
+so :func:`population_form` reads data sets X (d₂ × n), Y (d₁ × n) with samples in columns."""
 
 from __future__ import annotations
 

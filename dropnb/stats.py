@@ -1,4 +1,9 @@
-"""Monte-Carlo estimates with standard errors, streamed in chunks, and simultaneous bounds."""
+"""Monte-Carlo estimates with standard errors, streamed in chunks, and simultaneous bounds.
+
+The claims' statistics: means with standard errors over independent samples (the first axis, or
+streamed chunks), z-scores against a family-wise level (Bonferroni over the claims of a family),
+t statistics and one-sided confidence bounds for paired differences, sign tests, binomial upper
+bounds, and Spearman rank correlations with their exact or bootstrap critical values."""
 
 from __future__ import annotations
 
