@@ -71,5 +71,5 @@ def test_workflows_run_what_they_promise():
     assert "fail-fast: false" in gpu and "timeout-minutes: 20" in gpu
     assert "benchmarks/gpu.sh --profile full" in gpu and "actions/upload-artifact@" in gpu
     assert "benchmarks/gpu.py merge --check --all" in gpu
-    assert "make book" in pages and "actions/deploy-pages@" in pages
+    assert "make pdf" in pages and "actions/deploy-pages@" in pages  # make pdf builds the book first
     assert "schedule:" in nbval and "make nbval" in nbval

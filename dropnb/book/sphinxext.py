@@ -362,14 +362,24 @@ def _executed_notebook(app, path: Path) -> nbformat.NotebookNode:
 
 
 def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
+    """Name the page's executed notebook for the theme's download button (which the theme's
+    buttons, at priority 501, show when ``ipynb_source`` is set)."""
     executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
     if doctree is None or not executed.is_file() or context.get("ipynb_source"):
+        return
+    context["ipynb_source"] = f"{pagename}.ipynb"
+
+
+def _write_notebook(app, pagename, templatename, context, doctree) -> None:
+    """Write the downloadable notebook the page offers, after the theme: its launch buttons copy the
+    raw executed notebook to the same place."""
+    executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
+    if doctree is None or not executed.is_file() or context.get("ipynb_source") != f"{pagename}.ipynb":
         return
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
     repository = app.config.html_theme_options.get("repository_url", "")
     nbformat.write(downloadable(_executed_notebook(app, executed), Path(app.srcdir), repository), target)
-    context["ipynb_source"] = f"{pagename}.ipynb"
 
 
 def _stylesheet(app, config) -> None:
@@ -416,5 +426,6 @@ def setup(app):
     app.connect("env-get-outdated", _always_outdated)
     app.connect("env-before-read-docs", _read_reports_last)
     app.connect("html-page-context", _offer_notebook, priority=400)
+    app.connect("html-page-context", _write_notebook, priority=600)
     app.connect("html-page-context", _drop_thebe)
     return {"version": "1", "parallel_read_safe": False, "parallel_write_safe": True}
