@@ -1,6 +1,7 @@
 """What a reader of the published book finds: the PDF, the edit, issue and launch buttons, the
 Binder environment, and links in the bibliography."""
 
+import json
 import re
 from urllib.parse import urlparse
 
@@ -109,3 +110,17 @@ def test_bibliography_and_search_previews_show_no_raw_tex(book):
     assert not RAW_TEX.search(text), RAW_TEX.search(text)
     index = (book / "searchindex.js").read_text()
     assert not re.search(r"\{\\\\|\\\\['`^\"~=.]|ren\{", index)
+    search = json.loads(index[index.index("(") + 1:index.rindex(")")])
+    titles = list(search["titles"]) + list(search["alltitles"])
+    assert not [title for title in titles if "\\" in title or "$" in title or "<" in title]
+
+
+def test_no_heading_holds_math():
+    """Headings become the titles of search results and of the table of contents, where math shows
+    as raw TeX: they use Unicode (ηθ/2, ℓ∞, β) instead."""
+    import jupytext
+
+    headings = [f"{page.name}: {line}" for page in sorted((ROOT / "chapters").glob("*.md"))
+                for cell in jupytext.read(page).cells if cell.cell_type == "markdown"
+                for line in cell.source.splitlines() if line.startswith("#") and "$" in line]
+    assert not headings
