@@ -63,3 +63,25 @@ def test_ruff_reads_a_pages_code_cells(tmp_path):
     (tmp_path / "scripts").mkdir()
     result = ruff_on_pages([page], tmp_path / "scripts")
     assert result.returncode == 1 and "F401" in result.stdout
+
+
+LONGEST_CELL = 40  # lines: a code cell does one thing, and a reader sees it whole
+
+
+def long_cells(pages: list[Path]) -> list[str]:
+    """``page: cell k has n lines`` for every code cell of ``pages`` longer than LONGEST_CELL."""
+    return [f"{page.stem}: code cell {k} has {len(cell.source.splitlines())} lines"
+            for page in pages
+            for k, cell in enumerate(c for c in jupytext.read(page).cells if c.cell_type == "code")
+            if len(cell.source.splitlines()) > LONGEST_CELL]
+
+
+def test_no_code_cell_is_longer_than_forty_lines():
+    assert not long_cells(executable_pages())
+
+
+def test_a_long_cell_is_reported(tmp_path):
+    page = tmp_path / "page.md"
+    header = (CHAPTERS / "regularizer.md").read_text().split("\n---\n")[0] + "\n---\n"
+    page.write_text(header + "\n```{code-cell} ipython3\n" + "x = 1\n" * (LONGEST_CELL + 1) + "```\n")
+    assert long_cells([page]) == [f"page: code cell 0 has {LONGEST_CELL + 1} lines"]

@@ -2,6 +2,7 @@
 holds: the mathematics at the top level, the book's machinery under ``dropnb.book``, no import cycle."""
 
 import ast
+import importlib
 import re
 import subprocess
 import sys
@@ -65,6 +66,21 @@ def is_book(name: str) -> bool:
 
 def is_mathematics(name: str) -> bool:
     return name.count(".") == 1 and not is_book(name)
+
+
+LONGEST_MODULE = 600  # lines: one model or tool a module, read in one sitting
+
+
+def test_no_module_is_longer_than_six_hundred_lines():
+    lengths = {path.relative_to(PACKAGE.parent): len(path.read_text().splitlines()) for path in PACKAGE.rglob("*.py")}
+    assert not {str(path): n for path, n in lengths.items() if n > LONGEST_MODULE}
+
+
+def test_every_mathematical_module_opens_with_its_model():
+    """A module docstring of a few lines at least: the model or tool, and its conventions."""
+    short = [name for name in MATHEMATICS
+             if len((importlib.import_module(f"dropnb.{name}").__doc__ or "").strip().splitlines()) < 3]
+    assert not short
 
 
 def test_the_package_docstring_names_every_mathematical_module():
