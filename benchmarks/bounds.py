@@ -3,7 +3,7 @@
 The problem is the page `bounds-experiments`'s: the 200 most-rated movies and the 200 users who rated
 most of them, the ratings less a user-and-movie bias predictor (ridge 3), minibatch 2000, step 8.
 
-1. Matrix-completion dropout SGD (`dropnb.training.completion_sgd`) for R runs (five dropout
+1. Matrix-completion dropout SGD (`dropnb.sensing.completion_sgd`) for R runs (five dropout
    rates × seeds at one width) as one batched tensor program, against a loop that trains the same
    runs one at a time through the same function: seconds per epoch and the speed-up.
 2. The seconds of one epoch over the whole training split for the full profile of the page
@@ -22,7 +22,7 @@ import time
 import numpy as np
 import torch
 
-from dropnb import datasets, sensing, training
+from dropnb import datasets, sensing
 from dropnb.book.config import configure_threads, default_device
 
 RATES = (0.0, 0.1, 0.2, 0.3, 0.4)
@@ -62,14 +62,14 @@ def batched_against_loop(width: int, seeds: int, epochs: int) -> None:
     U0, V0 = starts(runs, [width] * runs, n_rows, n_cols, np.random.default_rng(1))
     args = (rows[train], cols[train], values[train])
     generator = torch.Generator().manual_seed(0)
-    training.completion_sgd(*args, U0[:1], V0[:1], 1.0, width, LR, 1, 2000, generator, progress=False)  # warm-up
+    sensing.completion_sgd(*args, U0[:1], V0[:1], 1.0, width, LR, 1, 2000, generator, progress=False)  # warm-up
     started = time.perf_counter()
-    training.completion_sgd(*args, U0, V0, retain, width, LR, epochs, 2000, generator, progress=False)
+    sensing.completion_sgd(*args, U0, V0, retain, width, LR, epochs, 2000, generator, progress=False)
     batched = (time.perf_counter() - started) / epochs
     started = time.perf_counter()
     for k in range(runs):
-        training.completion_sgd(*args, U0[k:k + 1], V0[k:k + 1], retain[k], width, LR, epochs, 2000, generator,
-                                progress=False)
+        sensing.completion_sgd(*args, U0[k:k + 1], V0[k:k + 1], retain[k], width, LR, epochs, 2000, generator,
+                               progress=False)
     loop = (time.perf_counter() - started) / epochs
     print(f"1. ML-100K (dense corner), {len(train):,} training ratings, width {width}, {runs} runs, CPU threads "
           f"{torch.get_num_threads()}: batched {batched:.2f} s/epoch | per-run loop {loop:.2f} s/epoch "
@@ -87,8 +87,8 @@ def full_epoch(seeds: int) -> None:
     sets = {"train": (rows[train], cols[train], values[train])}
     generator = torch.Generator(device=device).manual_seed(0)
     started = time.perf_counter()
-    training.completion_sgd(rows[train], cols[train], values[train], U0, V0, retain, widths, LR, 1, 2000, generator,
-                            metrics=training.completion_metrics(sets, retain, objective="train"), progress=False)
+    sensing.completion_sgd(rows[train], cols[train], values[train], U0, V0, retain, widths, LR, 1, 2000, generator,
+                           metrics=sensing.completion_metrics(sets, retain, objective="train"), progress=False)
     if device.type == "cuda":
         torch.cuda.synchronize()
     print(f"2. one epoch of the full profile on {device} ({len(grid)} runs, widths {FULL_WIDTHS}, "

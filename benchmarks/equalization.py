@@ -1,7 +1,7 @@
 """Benchmarks of the equalization chapter; prints its figures.
 
 1. Dropout SGD (Algorithm 1) at the paper's Figure 3 sizes (M ∈ ℝ^{120×80}, r ∈ {20, 80}, 50 runs):
-   the batched engine (`dropnb.training.algorithm1`, all runs as one tensor program) against two
+   the batched engine (`dropnb.linear.algorithm1`, all runs as one tensor program) against two
    straightforward per-run loops, one in torch and one in numpy.
 2. With ``--figure3``: the wall time of all six Figure 3 configurations (50 runs, 10⁵ steps each, or
    ``--figure3-steps``) on the default device (a GPU when present), one batch per configuration
@@ -19,7 +19,7 @@ import time
 import numpy as np
 import torch
 
-from dropnb import data, linear, masks, optimize, shrinkage, training
+from dropnb import data, linear, masks, optimize, shrinkage
 from dropnb.book.config import configure_threads, default_device
 from dropnb.engine import Schedule, log_checkpoints
 
@@ -59,14 +59,14 @@ def engine(steps: int) -> None:
         mask = masks.Bernoulli(width, 1 / 1.5)
         generator = torch.Generator().manual_seed(0)
         started = time.perf_counter()
-        training.algorithm1(M, U0, V0, mask, 0.005, steps, generator, checkpoints=[0, steps],
-                            progress=False)
+        linear.algorithm1(M, U0, V0, mask, 0.005, steps, generator, checkpoints=[0, steps],
+                          progress=False)
         batched = per_step(time.perf_counter() - started, steps)
         loop_steps = max(steps // 10, 20)
         started = time.perf_counter()
         for n in range(RUNS):
-            training.algorithm1(M, U0[n:n + 1], V0[n:n + 1], mask, 0.005, loop_steps, generator,
-                                checkpoints=[0, loop_steps], progress=False)
+            linear.algorithm1(M, U0[n:n + 1], V0[n:n + 1], mask, 0.005, loop_steps, generator,
+                              checkpoints=[0, loop_steps], progress=False)
         torch_loop = per_step(time.perf_counter() - started, loop_steps)
         started = time.perf_counter()
         numpy_loop(M, U0, V0, mask.retain, 0.005, loop_steps, rng)
@@ -87,14 +87,14 @@ def figure3(steps: int) -> None:
         started = time.perf_counter()
         for k, mask in enumerate(rates):
             generator = torch.Generator(device=device).manual_seed(k)
-            training.algorithm1(M, U0, V0, mask, schedule, steps, generator, checkpoints=log_checkpoints(steps, 30),
-                                metrics=training.objective_metrics(M, mask), progress=False)
+            linear.algorithm1(M, U0, V0, mask, schedule, steps, generator, checkpoints=log_checkpoints(steps, 30),
+                              metrics=linear.objective_metrics(M, mask), progress=False)
         separate = time.perf_counter() - started
         per_run = masks.PerRun([mask for mask in rates for _ in range(RUNS)])
         started = time.perf_counter()
-        training.algorithm1(M, np.concatenate([U0] * 3), np.concatenate([V0] * 3), per_run, schedule, steps,
-                            torch.Generator(device=device).manual_seed(0), checkpoints=log_checkpoints(steps, 30),
-                            metrics=training.objective_metrics(M, per_run), progress=False)
+        linear.algorithm1(M, np.concatenate([U0] * 3), np.concatenate([V0] * 3), per_run, schedule, steps,
+                          torch.Generator(device=device).manual_seed(0), checkpoints=log_checkpoints(steps, 30),
+                          metrics=linear.objective_metrics(M, per_run), progress=False)
         fused = time.perf_counter() - started
         print(f"   r = {width}: three batches {separate:6.1f} s ({per_step(separate, 3 * steps):5.0f} µs/step) | "
               f"one batch {fused:6.1f} s ({per_step(fused, steps):5.0f} µs/step, ×{separate / fused:.1f})")

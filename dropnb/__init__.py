@@ -5,10 +5,10 @@ everything under :mod:`dropnb.book`, which imports no mathematical module but :m
 (and no mathematical module imports it). Only :func:`setup` below, which starts a page run, uses both.
 
 * masks and shallow networks: :mod:`~dropnb.masks` (dropout masks and their moments),
-  :mod:`~dropnb.linear` (the shallow linear network with dropout), :mod:`~dropnb.equalizer`
-  (equalizers), :mod:`~dropnb.shrinkage` (the closed-form global optimum),
-  :mod:`~dropnb.dropconnect` (DropConnect's objective);
-* deeper and structured models: :mod:`~dropnb.deep` (deep linear networks),
+  :mod:`~dropnb.linear` (the shallow linear network with dropout and its training by Algorithm 1),
+  :mod:`~dropnb.equalizer` (equalizers), :mod:`~dropnb.shrinkage` (the closed-form global optimum),
+  :mod:`~dropnb.dropconnect` (DropConnect's objective and DropConnect SGD);
+* deeper and structured models: :mod:`~dropnb.deep` (deep linear networks and their dropout training),
   :mod:`~dropnb.structured` (DropBlock and the spectral s-support norm), :mod:`~dropnb.features`
   (a feature extractor with DropBlock on the digits);
 * landscapes: :mod:`~dropnb.landscape` (gradients, Hessians and critical points of the dropout
@@ -18,17 +18,18 @@ everything under :mod:`dropnb.book`, which imports no mathematical module but :m
   homogeneous subnetworks: its descent and flat paths), :mod:`~dropnb.relu_polar` (its polar, the
   duality-gap certificates, the convex reference and the meta-algorithm);
 * capacity: :mod:`~dropnb.sensing` (matrix sensing and completion with dropout, the weighted trace
-  norm and its Rademacher complexity), :mod:`~dropnb.relu_capacity` (two-layer ReLU networks: the dropout
-  regularizer, retentivity, exact Rademacher complexities in the plane, co-adaptation);
+  norm and its Rademacher complexity, dropout SGD for completion), :mod:`~dropnb.relu_capacity`
+  (two-layer ReLU networks: the dropout regularizer, retentivity, exact Rademacher complexities in
+  the plane, co-adaptation, their dropout training);
 * training dynamics: :mod:`~dropnb.relu_lazy` (dropout training of two-layer ReLU networks in the
-  lazy regime: Algorithm 4, the certified NTK margin in the plane, the convergence theorems'
-  constants), :mod:`~dropnb.adversarial` (adversarial training of two-layer leaky-ReLU networks
+  lazy regime: Algorithm 4, dropout SGD of k-class classifiers, the certified NTK margin in the
+  plane, the convergence theorems' constants), :mod:`~dropnb.adversarial` (adversarial training of two-layer leaky-ReLU networks
   with the reflected loss: Algorithms 5 and 6, exact worst cases, the multi-class toys),
   :mod:`~dropnb.classifiers` (two-layer image classifiers, MLP and CNN batched over runs: their PGD
   attacks and their standard or adversarial training);
 * numerics: :mod:`~dropnb.engine` (the training engine: schedules, the descent loop, autograd
-  training on any device), :mod:`~dropnb.training` (dropout training of linear networks, of matrix
-  completion and of two-layer ReLU networks, batched over runs), :mod:`~dropnb.optimize` (L-BFGS
+  training on any device; each model's training loops live beside it, on the engine),
+  :mod:`~dropnb.optimize` (L-BFGS
   with error certificates), :mod:`~dropnb.stats` (Monte-Carlo estimates and tests),
   :mod:`~dropnb.data` (synthetic and bundled data), :mod:`~dropnb.datasets` (MovieLens-100K and
   MNIST from pinned wheels), :mod:`~dropnb.rounding` (rounding bounds and their operation counts),

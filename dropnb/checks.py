@@ -171,6 +171,16 @@ def whole(value, name: str) -> int:
     return int(round(float(value)))
 
 
+def run_widths(widths, runs: int, largest: int) -> np.ndarray:
+    """The width of each of R = ``runs`` runs that share factors of ``largest`` columns: one whole
+    number or one per run, each at most ``largest``, as an int64 array of shape (R,)."""
+    largest = integer(largest, "largest")
+    widths = per_run(widths, "widths", runs, whole)
+    if np.any(widths > largest):
+        raise ValueError(f"widths must be at most the {largest} columns of the factors, got {widths.max():g}")
+    return widths.astype(np.int64)
+
+
 def weights(value, name: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
     """Non-negative weights (λ, μ) of a batch of problems: one finite number ≥ 0 for all, or an array
     of them broadcastable to the batch ``shape`` (one per run); returned broadcast to ``shape``

@@ -12,6 +12,15 @@ by propagating second moments layer by layer (E[DAD] = A + λ Diag(A)), and as t
 sets of Mianjy, Arora and Vidal (2019). It also gives the effective rate ν, the convex envelope
 ν‖WS^{1/2}‖²_* of the induced regularizer, the equalization gaps, the equalized implementation of
 a rank-one map and the global optimum under the eigengap condition.
+
+Training, R networks at once (each layer (R, dᵢ, dᵢ₋₁), a leading run dimension; state ``W1``,
+``W2``, …), through :func:`dropnb.engine.train` on any device (float64 on the CPU, float32 on a
+GPU); the loss of one sample is ‖y − ŷ‖² (no ½):
+
+* :func:`deep_gradient_descent` is gradient descent on the exact dropout objective above (the
+  expected direction of dropout SGD), with a dropout rate per run;
+* :func:`deep_dropout_sgd` is dropout SGD on fresh Gaussian inputs, with dropout on every hidden layer;
+* :func:`deep_metrics` gives the objective, the R_l and the singular values at a checkpoint (float64).
 """
 
 from __future__ import annotations
@@ -22,7 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import checks
+from . import checks, linear
+from .engine import Metrics, Run, Schedule, State, train
 from .linear import dropout_lambda
 from .masks import MAX_ENUMERATION
 from .shrinkage import support, optimal_value
@@ -375,3 +385,142 @@ def flat_objective(M, architecture, lam: float, S=None):
         return _batched_objective(M_t, split(x), lam, C_t)
 
     return objective, lambda x: [np.asarray(W) for W in split(np.asarray(x))]
+
+
+def deep_metrics(M: np.ndarray, lam, S: np.ndarray | None = None) -> Metrics:
+    """Metrics of R deep networks (state ``layers``: W₁, …), per run, in float64 on any device:
+    ``objective`` (the exact dropout objective, λ a number or one per run), ``sub_regularizers``
+    (R₁, …, R_k) and ``singular_values`` of WS^{1/2}, W the network map. Validated here, once."""
+    M = checks.matrix(M, "M")
+    checks.weights(lam, "lam")
+    S = None if S is None else linear.check_moment(S, M.shape[1])
+    constants = {}
+
+    def metrics(state: State) -> dict[str, torch.Tensor]:
+        layers = [W.double() for W in _layers(state)]
+        if not constants:
+            tensor = lambda a: None if a is None else torch.as_tensor(a, device=layers[0].device, dtype=torch.float64)  # noqa: E731
+            constants.update(M=tensor(M), lam=tensor(lam), S=tensor(S),
+                             root=None if S is None else tensor(psd_sqrt(S)))
+        c = constants
+        product = layers[0]
+        for W in layers[1:]:
+            product = W @ product
+        return dict(objective=batched_objective(c["M"], layers, c["lam"], c["S"]),
+                    sub_regularizers=batched_sub_regularizers(layers, c["S"]),
+                    singular_values=torch.linalg.svdvals(product if c["root"] is None else product @ c["root"]))
+
+    return metrics
+
+
+def _layers(state: State) -> list:
+    """The layers W₁, W₂, … of a deep network's state (named ``W1``, ``W2``, …)."""
+    return [state[f"W{i + 1}"] for i in range(len(state))]
+
+
+def _check_deep_start(M, layers0) -> tuple[np.ndarray, list[np.ndarray]]:
+    """M and the R runs' initial layers (R, dᵢ, dᵢ₋₁), checked to be finite, real and to chain."""
+    M = checks.matrix(M, "M")
+    if not isinstance(layers0, (list, tuple)):
+        raise ValueError(f"layers0 must be a list of arrays of shape (R, dᵢ, dᵢ₋₁), got a {type(layers0).__name__}")
+    layers0 = [checks.matrix(W, f"layers0[{i}]", ndim=3) for i, W in enumerate(layers0)]
+    if len(layers0) < 2 or any(W.shape[0] != layers0[0].shape[0] for W in layers0):
+        raise ValueError("layers0 must hold at least two arrays of shape (R, dᵢ, dᵢ₋₁) with a common R")
+    try:
+        check_layers([W[0] for W in layers0])
+    except ValueError as error:
+        raise ValueError(f"layers0 do not chain: {error}") from None
+    if (layers0[-1].shape[1], layers0[0].shape[2]) != M.shape:
+        raise ValueError(f"M must be a {layers0[-1].shape[1]}×{layers0[0].shape[2]} matrix, got shape {M.shape}")
+    return M, layers0
+
+
+def deep_gradient_descent(
+    M: np.ndarray,
+    layers0: list[np.ndarray],
+    lam,
+    lr,
+    steps: int | None,
+    S: np.ndarray | None = None,
+    device: torch.device | str = "cpu",
+    checkpoints: np.ndarray | None = None,
+    metrics: Metrics | None = None,
+    progress: bool = True,
+) -> Run:
+    """Gradient descent Wᵢ ← Wᵢ − ηₜ ∇_{Wᵢ} f for R deep linear networks at once, f the exact dropout
+    objective tr((M − W)S(M − W)ᵀ) + Σ_l λ^l R_l (gradients by autograd). ``layers0``: the initial
+    layers, each (R, dᵢ, dᵢ₋₁); ``lam``: λ = (1 − θ)/θ, one number or one per run. The run's state
+    is ``W1``, ``W2``, …"""
+    M, layers0 = _check_deep_start(M, layers0)
+    runs = layers0[0].shape[0]
+    lam = checks.weights(lam, "lam", (runs,)).copy()
+    S = None if S is None else linear.check_moment(S, M.shape[1])
+    checks.flag(progress, "progress")
+    device = torch.device(device)
+    dtype = checks.float_dtype(None, device)
+    tensor = lambda a: None if a is None else torch.as_tensor(a, device=device, dtype=dtype)  # noqa: E731
+    M_t, lam_t, C_t = tensor(M), tensor(lam), tensor(S)
+    layers = {f"W{i + 1}": tensor(W) for i, W in enumerate(layers0)}
+    return train(layers, lambda state, _: _batched_objective(M_t, _layers(state), lam_t, C_t),
+                 Schedule.of(lr, steps), checkpoints=checkpoints, metrics=metrics, progress=progress,
+                 description="deep gradient descent")
+
+
+def deep_dropout_sgd(
+    M: np.ndarray,
+    layers0: list[np.ndarray],
+    lam,
+    lr,
+    steps: int | None,
+    generator: torch.Generator,
+    batch_size: int = 1,
+    input_factor: np.ndarray | None = None,
+    checkpoints: np.ndarray | None = None,
+    metrics: Metrics | None = None,
+    progress: bool = True,
+) -> Run:
+    """Dropout SGD on R deep linear networks at once, with dropout on every hidden layer.
+
+    Each step draws, for every run, B = ``batch_size`` inputs x = Az (z ~ N(0, I), A =
+    ``input_factor``, I if omitted) and, per input and hidden unit, a mask bᵢ ~ Bernoulli(θ) with
+    θ = 1/(1 + λ) of its run; it forms the thinned output ŷ = W_{k+1}D_kW_k⋯D₁W₁x, Dᵢ = diag(bᵢ)/θ,
+    the minibatch loss (1/B) Σ ‖Mx − ŷ‖² and updates Wᵢ ← Wᵢ − ηₜ∇_{Wᵢ} of that loss
+    (:func:`dropnb.engine.train`). The minibatch loss and its gradient are unbiased for the exact
+    objective tr((M − W)S(M − W)ᵀ) + R of :func:`deep_gradient_descent` (S = AAᵀ) and its gradient,
+    so the expected step is the step of :func:`deep_gradient_descent`. ``layers0``: (R, dᵢ, dᵢ₋₁)
+    each; ``lam``: one number or one per run. Runs on the generator's device (float32 on a GPU).
+    """
+    M, layers0 = _check_deep_start(M, layers0)
+    generator = checks.torch_generator(generator)
+    runs = layers0[0].shape[0]
+    lam = checks.weights(lam, "lam", (runs,)).copy()
+    device = generator.device
+    dtype = checks.float_dtype(None, device)
+    tensor = lambda a: torch.as_tensor(a, device=device, dtype=dtype)  # noqa: E731
+    batch_size = checks.integer(batch_size, "batch_size")
+    A_T = None if input_factor is None else tensor(checks.matrix(input_factor, "input_factor").T)
+    if A_T is not None and A_T.shape[1] != M.shape[1]:
+        raise ValueError(f"input_factor must have {M.shape[1]} rows, got shape {tuple(A_T.T.shape)}")
+    Mt_T, retain = tensor(M.T), tensor(1 / (1 + lam))[:, None, None]
+    widths = [W.shape[1] for W in layers0[:-1]]
+    d0 = M.shape[1] if A_T is None else A_T.shape[0]
+
+    def batch(t: int) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        # Random numbers are drawn in float32 (half the cost of float64 draws on a CPU) and cast.
+        z = torch.randn((runs, batch_size, d0), generator=generator, device=device, dtype=torch.float32).to(dtype)
+        uniform = torch.rand((runs, batch_size, sum(widths)), generator=generator, device=device, dtype=torch.float32)
+        masks = (uniform.to(dtype) < retain) / retain
+        return (z if A_T is None else z @ A_T), masks.split(widths, dim=2)
+
+    def loss(state: State, drawn) -> torch.Tensor:
+        x, masks = drawn
+        layers = _layers(state)
+        h = x
+        for W, mask in zip(layers[:-1], masks):
+            h = torch.bmm(h, W.transpose(1, 2)) * mask
+        error = torch.bmm(h, layers[-1].transpose(1, 2)) - x @ Mt_T
+        return (error**2).sum(dim=2).mean(dim=1)
+
+    parameters = {f"W{i + 1}": tensor(W) for i, W in enumerate(layers0)}
+    return train(parameters, loss, Schedule.of(lr, steps), data=batch, checkpoints=checkpoints, metrics=metrics,
+                 progress=progress, description="deep dropout SGD")

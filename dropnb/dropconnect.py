@@ -21,6 +21,9 @@ exactly when S is diagonal.
 
 Numpy functions are exact float64 with the validation of :mod:`dropnb.linear`; sampling-based
 estimates return per-sample values so that callers can form means and standard errors.
+:func:`dropconnect_sgd` trains R runs at once by DropConnect SGD, in the conventions of
+:func:`dropnb.linear.algorithm1` (leading run dimension, the generator's device, float64 on the CPU
+and float32 on a GPU, the loss of one sample ‖y − ŷ‖² with no ½).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import numpy as np
 import torch
 
 from . import checks, linear
+from .engine import Metrics, Run, Schedule, descend
 from .masks import MAX_ENUMERATION, Bernoulli
 from .stats import StreamingMean, chunk_sizes, streaming_mean
 
@@ -145,3 +149,52 @@ def _batched_objective(M, U, V, lam, S=None):
         loss = ((residual @ S) * residual).sum((-2, -1))
         weighted = (torch.diagonal(S, dim1=-2, dim2=-1).unsqueeze(-1) * V**2).sum(-2)
     return loss + lam * ((U**2).sum(-2) * weighted).sum(-1)
+
+
+def dropconnect_sgd(
+    M: np.ndarray,
+    U0: np.ndarray,
+    V0: np.ndarray,
+    retain: float,
+    lr,
+    steps: int | None,
+    generator: torch.Generator,
+    input_factor: np.ndarray | None = None,
+    batch_size: int = 1,
+    checkpoints: np.ndarray | None = None,
+    metrics: Metrics | None = None,
+    keep: bool = False,
+    progress: bool = True,
+    data: np.ndarray | None = None,
+) -> Run:
+    """DropConnect SGD for R runs at once, in the convention of :func:`dropnb.linear.algorithm1`.
+
+    Each step draws B inputs (as in :func:`dropnb.linear.algorithm1`) and, per input, a mask Z ∈ {0,1}^{d₂×r}
+    on the input weights with Z_jk ~ Bernoulli(θ); it forms h = (Z ⊙ V)ᵀx, e = Uh/θ − y (y = Mx)
+    and updates U ← U − (ηₜ/B) Σ e hᵀ, V ← V − (ηₜ/B) Σ (x (Uᵀe)ᵀ) ⊙ Z: θ times the gradient of
+    ½‖e‖², so that the expected direction is (θ/2)∇f, as for dropout in :func:`dropnb.linear.algorithm1`."""
+    retain = checks.probability(retain, "retain")
+    M, U0, V0 = linear.check_start(M, U0, V0, None)
+    linear.check_run(generator, progress, keep)
+    schedule = Schedule.of(lr, steps)
+    device = generator.device
+    dtype = checks.float_dtype(None, device)
+    tensor = lambda a: torch.as_tensor(a, device=device, dtype=dtype)  # noqa: E731
+    runs, (d2, r) = U0.shape[0], V0.shape[1:]
+    draw = linear.input_sampler(d2, runs, batch_size, input_factor, data, generator, dtype)
+    Mt_T, U, V = tensor(M.T), tensor(U0).clone(), tensor(V0).clone()
+
+    def step(t: int, eta: float) -> torch.Tensor:
+        x = draw()
+        Z = (torch.rand((runs, batch_size, d2, r), generator=generator, device=device, dtype=dtype) < retain).to(dtype)
+        hidden = torch.einsum("nbj,nbjk,njk->nbk", x, Z, V)
+        error = torch.bmm(hidden / retain, U.transpose(1, 2)) - x @ Mt_T
+        loss = (error**2).sum(dim=2).mean(dim=1)
+        back = torch.bmm(error, U)
+        scale = eta / batch_size
+        U.baddbmm_(error.transpose(1, 2), hidden, alpha=-scale)
+        V.sub_(scale * torch.einsum("nbj,nbk,nbjk->njk", x, back, Z))
+        return loss
+
+    return descend(dict(U=U, V=V), step, schedule, checkpoints=checkpoints, metrics=metrics, keep=keep,
+                   progress=progress, description="DropConnect SGD")

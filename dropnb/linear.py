@@ -8,9 +8,27 @@ objective and its closed form are
     f(U, V) = E_{b,x} ‖Mx − U diag(b/μ) Vᵀ x‖²
             = tr((M − UVᵀ) S (M − UVᵀ)ᵀ) + ⟨C̄, UᵀU ⊙ VᵀSV⟩,
 
-which for Bernoulli dropout (C̄ = λI, λ = (1 − θ)/θ) is ℓ(U, V) + λ Σᵢ ‖uᵢ‖² vᵢᵀ S vᵢ.
-All functions here are exact float64 numpy; sampling-based estimates return per-sample values
-so that callers can form means and standard errors.
+which for Bernoulli dropout (C̄ = λI, λ = (1 − θ)/θ) is ℓ(U, V) + λ Σᵢ ‖uᵢ‖² vᵢᵀ S vᵢ. The loss of
+one sample is ‖y − ŷ‖² (no ½); unit i's incoming weights are column i of V, its outgoing weights
+column i of U.
+
+The numpy functions are exact float64; sampling-based estimates return per-sample values so that
+callers can form means and standard errors. The torch functions (:func:`batched_objective`,
+:func:`flat_objective`, :func:`column_rotation`) are differentiable.
+
+Training, batched over independent runs on :mod:`dropnb.engine`: R runs advance together as one
+tensor program, the weights carrying a leading run dimension (U: (R, d₁, r), V: (R, d₂, r)); every
+step draws fresh inputs and masks for all runs at once, and nothing loops over runs in Python. The
+program runs on the device of the torch generator (or ``device``), in float64 on the CPU and
+float32 on a GPU (:func:`dropnb.checks.float_dtype`); metrics are evaluated at checkpoints in
+float64. The steps are written out by hand (closed-form gradients, the printed algorithm line by
+line, no autograd graph) and run in :func:`dropnb.engine.descend`.
+
+* :func:`algorithm1` is dropout SGD on fresh samples (Algorithm 1 of Mianjy et al. 2018), with
+  minibatches and a step-size schedule as options; :func:`input_sampler` draws its inputs.
+* :func:`expected_gradient_descent` follows the expected direction of Algorithm 1, ½∇f·diag(μ),
+  without noise: the deterministic reference for the same step sizes.
+* :func:`objective_metrics` gives f, ℓ and the unit scores of every run at a checkpoint.
 """
 
 from __future__ import annotations
@@ -21,7 +39,8 @@ import numpy as np
 import torch
 
 from . import checks
-from .masks import MaskDistribution
+from .engine import Metrics, Run, Schedule, State, descend
+from .masks import MaskDistribution, PerRun
 from .stats import StreamingMean, chunk_sizes, streaming_mean
 
 _CHUNK = 65536
@@ -262,3 +281,193 @@ def column_rotation(U: torch.Tensor, i: int, j: int, t: torch.Tensor) -> torch.T
     turned[..., i] = c * U[..., i] + t * U[..., j]
     turned[..., j] = c * U[..., j] - t * U[..., i]
     return turned
+
+
+def objective_metrics(M: np.ndarray, mask: MaskDistribution | PerRun, S: np.ndarray | None = None) -> Metrics:
+    """Metrics of the shallow network at a checkpoint, per run, in float64 on any device:
+    ``objective`` f (closed form, :func:`dropnb.linear.batched_objective`, with each run's mask for
+    a :class:`dropnb.masks.PerRun`), ``loss`` ℓ and ``scores`` αᵢ = ‖uᵢ‖ (vᵢᵀSvᵢ)^{1/2}. Validated
+    here, once; not at each checkpoint."""
+    M = checks.matrix(M, "M")
+    mask = _check_run_mask(mask)
+    S = None if S is None else check_moment(S, M.shape[1])
+    constants = {}
+
+    def metrics(state: State) -> dict[str, torch.Tensor]:
+        U, V = state["U"].double(), state["V"].double()
+        if isinstance(mask, PerRun) and U.shape[0] != mask.runs:
+            raise ValueError(f"the state has {U.shape[0]} runs and the mask {mask.runs}")
+        if not constants:
+            tensor = lambda a: torch.as_tensor(a, device=U.device, dtype=torch.float64)  # noqa: E731
+            constants.update(M=tensor(M), cbar=tensor(mask.characteristic), S=None if S is None else tensor(S))
+        c = constants
+        loss = _batched_objective(c["M"], U, V, torch.zeros_like(c["cbar"]), c["S"])
+        SV = V if c["S"] is None else c["S"] @ V
+        return dict(objective=_batched_objective(c["M"], U, V, c["cbar"], c["S"]), loss=loss,
+                    scores=U.norm(dim=-2) * (V * SV).sum(dim=-2).clamp(min=0).sqrt())
+
+    return metrics
+
+
+def check_moment(S, d2: int) -> np.ndarray:
+    """The input second moment S: a symmetric d₂×d₂ matrix."""
+    d2 = checks.integer(d2, "d2")
+    S = checks.symmetric(S, "S")
+    if S.shape != (d2, d2):
+        raise ValueError(f"S must be {d2}×{d2} to match M, got shape {S.shape}")
+    return S
+
+
+def check_run(generator, progress, keep=False) -> None:
+    checks.torch_generator(generator, "generator")
+    checks.flag(progress, "progress")
+    checks.flag(keep, "keep")
+
+
+def _check_run_mask(mask) -> MaskDistribution | PerRun:
+    if not isinstance(mask, (MaskDistribution, PerRun)):
+        raise checks.error("mask", "a MaskDistribution, or a masks.PerRun with one per run", mask)
+    return mask
+
+
+def check_start(M, U0, V0, mask: MaskDistribution | PerRun | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    M = checks.matrix(M, "M")
+    U0, V0 = checks.matrix(U0, "U0", ndim=3), checks.matrix(V0, "V0", ndim=3)
+    if U0.shape[0] != V0.shape[0] or U0.shape[2] != V0.shape[2]:
+        raise ValueError(f"U0 and V0 must be (R, d1, r) and (R, d2, r), got {U0.shape} and {V0.shape}")
+    if U0.shape[1:2] + V0.shape[1:2] != M.shape:
+        raise ValueError(f"U0 and V0 must have {M.shape[0]} and {M.shape[1]} rows to match M, "
+                         f"got {U0.shape} and {V0.shape}")
+    if mask is not None and (not isinstance(mask, (MaskDistribution, PerRun)) or mask.width != U0.shape[2]
+                             or isinstance(mask, PerRun) and mask.runs != U0.shape[0]):
+        raise ValueError(f"mask must be a MaskDistribution of width {U0.shape[2]}, or a masks.PerRun of "
+                         f"{U0.shape[0]} of them, got {mask!r}")
+    return M, U0, V0
+
+
+def input_sampler(d2: int, runs: int, batch_size: int, input_factor, data, generator: torch.Generator,
+                   dtype: torch.dtype) -> Callable[[], torch.Tensor]:
+    """A function drawing the inputs of one step, shape (R, B, d₂): x = Az with z ~ N(0, I)
+    (A = ``input_factor``, so E[xxᵀ] = AAᵀ; A = I if omitted), or, given ``data`` X (d₂ × N),
+    B columns of X drawn uniformly with replacement (so E[xxᵀ] = XXᵀ/N)."""
+    d2, runs = checks.integer(d2, "d2"), checks.integer(runs, "runs")
+    batch_size = checks.integer(batch_size, "batch_size")
+    device = checks.torch_generator(generator, "generator").device
+    dtype = checks.float_dtype(dtype, device)
+    tensor = lambda a: torch.as_tensor(np.asarray(a, dtype=np.float64), device=device, dtype=dtype)  # noqa: E731
+    if data is not None:
+        if input_factor is not None:
+            raise ValueError("give either input_factor (Gaussian inputs) or data (a finite input set), not both")
+        X = checks.matrix(data, "data")
+        if X.shape[0] != d2:
+            raise ValueError(f"data must be a ({d2}, N) array of input columns, got shape {X.shape}")
+        columns = tensor(X.T)
+        return lambda: columns[torch.randint(X.shape[1], (runs, batch_size), generator=generator, device=device)]
+    if input_factor is not None and checks.matrix(input_factor, "input_factor").shape != (d2, d2):
+        raise ValueError(f"input_factor must be {d2}×{d2} to match M, got shape {np.shape(input_factor)}")
+    A_T = None if input_factor is None else tensor(np.asarray(input_factor, dtype=np.float64).T)
+
+    def gaussian() -> torch.Tensor:
+        x = torch.randn((runs, batch_size, d2), generator=generator, device=device, dtype=dtype)
+        return x if A_T is None else x @ A_T
+
+    return gaussian
+
+
+def algorithm1(
+    M: np.ndarray,
+    U0: np.ndarray,
+    V0: np.ndarray,
+    mask: MaskDistribution | PerRun,
+    lr,
+    steps: int | None,
+    generator: torch.Generator,
+    input_factor: np.ndarray | None = None,
+    batch_size: int = 1,
+    checkpoints: np.ndarray | None = None,
+    metrics: Metrics | None = None,
+    keep: bool = False,
+    progress: bool = True,
+    data: np.ndarray | None = None,
+) -> Run:
+    """Algorithm 1 (dropout with SGD on fresh samples) for R runs at once.
+
+    Each step t draws, for every run, B = ``batch_size`` inputs (see :func:`input_sampler`:
+    Gaussian x = Az, or columns of a finite input set ``data``), then B masks b, forms
+    e = U diag(b/μ) Vᵀx − y (y = Mx) and h = b ⊙ Vᵀx, and updates, with the old weights,
+    U ← U − (ηₜ/B) Σ e hᵀ and V ← V − (ηₜ/B) Σ x (b ⊙ Uᵀe)ᵀ. For B = 1 and Bernoulli masks
+    (μ = θ𝟙) this is the printed algorithm; its expected direction is ½∇f·diag(μ) = (θ/2)∇f.
+    ``lr`` and ``steps`` make a :class:`dropnb.engine.Schedule` (``Schedule.of``). The run's
+    state is ``U``, ``V``; its ``losses`` are the minibatch losses ‖e‖² (mean over the batch). A
+    :class:`dropnb.masks.PerRun` gives each run its own mask distribution (several rates in one batch).
+    """
+    _check_run_mask(mask)
+    M, U0, V0 = check_start(M, U0, V0, mask)
+    check_run(generator, progress, keep)
+    schedule = Schedule.of(lr, steps)
+    device = generator.device
+    dtype = checks.float_dtype(None, device)
+    tensor = lambda a: torch.as_tensor(a, device=device, dtype=dtype)  # noqa: E731
+    runs = U0.shape[0]
+    draw = input_sampler(M.shape[1], runs, batch_size, input_factor, data, generator, dtype)
+    Mt_T, U, V = tensor(M.T), tensor(U0).clone(), tensor(V0).clone()
+    inverse_mean = tensor(1 / mask.mean)
+
+    def step(t: int, eta: float) -> torch.Tensor:
+        x = draw()
+        b = mask.sample_torch((runs, batch_size), generator, dtype)
+        hidden = b * torch.bmm(x, V)
+        error = torch.bmm(hidden * inverse_mean, U.transpose(1, 2)) - x @ Mt_T
+        loss = (error**2).sum(dim=2).mean(dim=1)
+        back = b * torch.bmm(error, U)
+        scale = eta / batch_size
+        U.baddbmm_(error.transpose(1, 2), hidden, alpha=-scale)
+        V.baddbmm_(x.transpose(1, 2), back, alpha=-scale)
+        return loss
+
+    return descend(dict(U=U, V=V), step, schedule, checkpoints=checkpoints, metrics=metrics, keep=keep,
+                   progress=progress, description="Algorithm 1")
+
+
+def expected_gradient_descent(
+    M: np.ndarray,
+    U0: np.ndarray,
+    V0: np.ndarray,
+    mask: MaskDistribution | PerRun,
+    lr,
+    steps: int | None,
+    device: torch.device | str = "cpu",
+    S: np.ndarray | None = None,
+    checkpoints: np.ndarray | None = None,
+    metrics: Metrics | None = None,
+    keep: bool = False,
+    progress: bool = True,
+) -> Run:
+    """Full-batch gradient descent along the expected direction of Algorithm 1 for R runs at once:
+    U ← U − ηₜ · ½∇_U f · diag(μ), V ← V − ηₜ · ½∇_V f · diag(μ), with the closed-form gradient
+    ∇_U f = −2(M − UVᵀ)SV + 2U(C̄ ⊙ VᵀSV), ∇_V f = −2S(M − UVᵀ)ᵀU + 2SV(C̄ ⊙ UᵀU) (μ and C̄ of
+    each run for a :class:`dropnb.masks.PerRun`)."""
+    _check_run_mask(mask)
+    M, U0, V0 = check_start(M, U0, V0, mask)
+    S = None if S is None else check_moment(S, M.shape[1])
+    checks.flag(progress, "progress")
+    checks.flag(keep, "keep")
+    schedule = Schedule.of(lr, steps)
+    device = torch.device(device)
+    dtype = checks.float_dtype(None, device)
+    tensor = lambda a: torch.as_tensor(a, device=device, dtype=dtype)  # noqa: E731
+    M_t, U, V = tensor(M), tensor(U0).clone(), tensor(V0).clone()
+    S_t = None if S is None else tensor(S)
+    cbar, half_mean = tensor(mask.characteristic), tensor(mask.mean / 2)
+
+    def step(t: int, eta: float) -> None:
+        residual = M_t - U @ V.transpose(1, 2)
+        SV = V if S_t is None else S_t @ V
+        back = residual.transpose(1, 2) @ U
+        grad_u = -2 * residual @ SV + 2 * U @ (cbar * (V.transpose(1, 2) @ SV))
+        grad_v = -2 * (back if S_t is None else S_t @ back) + 2 * SV @ (cbar * (U.transpose(1, 2) @ U))
+        U.sub_(eta * grad_u * half_mean)
+        V.sub_(eta * grad_v * half_mean)
+
+    return descend(dict(U=U, V=V), step, schedule, checkpoints=checkpoints, metrics=metrics, keep=keep,
+                   progress=progress, description="gradient descent")

@@ -7,13 +7,20 @@ X = [x₁ … x_n] is âⱼ = (Ê σ(vⱼᵀxᵢ)²)^{1/2}; its outgoing weight 
 co-adaptation measure φ = ‖ψ‖₁ / (√d₁ ‖ψ‖₂) ∈ [1/√d₁, 1] says how evenly the units share the
 flow (1: all equal; 1/√d₁: one unit carries it all). Functions are batched over leading
 dimensions (runs, rates, widths).
+
+:func:`relu_dropout_training` trains R such networks x ↦ Σₖ uₖσ(vₖᵀx) (u (R, d), V (R, d₀, d), a
+leading run dimension) by dropout on the squared loss (y − ŷ)², no ½, with Adam or SGD on
+:func:`dropnb.engine.train`, all runs as one tensor program on the generator's device (float64 on
+the CPU, float32 on a GPU).
 """
 
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from . import checks
+from .engine import Run, Schedule, State, train
 
 
 def activation_scales(V, X) -> np.ndarray:
@@ -376,3 +383,71 @@ def symmetrized(X, rng: np.random.Generator) -> np.ndarray:
     sign ζᵢ, drawn once (Arora et al. 2021, Section 4: the data of Theorem 12)."""
     X, rng = checks.matrix(X, "X"), checks.generator(rng, "rng")
     return X * rng.choice((-1.0, 1.0), size=X.shape[1])
+
+
+def relu_dropout_training(
+    X: np.ndarray,
+    y: np.ndarray,
+    u0: np.ndarray,
+    V0: np.ndarray,
+    retain,
+    widths,
+    lr,
+    epochs: int,
+    batch_size: int,
+    generator: torch.Generator,
+    optimizer: str = "adam",
+    progress: bool = True,
+) -> Run:
+    """Dropout training of R two-layer ReLU networks x ↦ Σₖ uₖ σ(vₖᵀx) (no biases) on the squared
+    loss, all runs (any mix of dropout rates and widths) as one tensor program on the generator's
+    device (float64 on the CPU, float32 on a GPU), through :func:`dropnb.engine.train`.
+
+    X (d₀, n): the training inputs as columns, y (n,) their targets; u0 (R, d), V0 (R, d₀, d): the
+    initial weights, of which run ρ uses the first ``widths[ρ]`` units, each kept with probability
+    θ = ``retain[ρ]``. Each epoch draws for every run its own random order of the n samples; each
+    step takes the next B of them (the last step of an epoch the rest), masks bₖ ~ Bernoulli(θ)
+    per sample and unit, and updates with ``optimizer`` (``"adam"`` or ``"sgd"``, step size
+    ``lr``) on the minibatch loss (1/B) Σ (y − Σₖ uₖ(bₖ/θ)σ(vₖᵀx))². Checkpoints: the start and
+    the end. State ``u``, ``V``."""
+    X = checks.matrix(X, "X")
+    y = checks.matrix(y, "y", ndim=1)
+    if y.shape != (X.shape[1],):
+        raise ValueError(f"y must have one target per column of X ({X.shape[1]}), got shape {y.shape}")
+    u0, V0 = checks.matrix(u0, "u0", ndim=2), checks.matrix(V0, "V0", ndim=3)
+    if u0.shape[0] != V0.shape[0] or u0.shape[1] != V0.shape[2] or V0.shape[1] != X.shape[0]:
+        raise ValueError(f"u0 and V0 must be (R, d) and (R, {X.shape[0]}, d), got {u0.shape} and {V0.shape}")
+    runs, width = u0.shape
+    retain = checks.per_run(retain, "retain", runs, checks.probability)
+    widths = checks.run_widths(widths, runs, width)
+    epochs, batch_size = checks.integer(epochs, "epochs"), checks.integer(batch_size, "batch_size")
+    generator = checks.torch_generator(generator)
+    optimizer = checks.choice(optimizer, "optimizer", ("adam", "sgd"))
+    checks.flag(progress, "progress")
+    n = X.shape[1]
+    per_epoch = -(-n // batch_size)
+    device = generator.device
+    dtype = checks.float_dtype(None, device)
+    tensor = lambda a, kind=dtype: torch.as_tensor(a, device=device, dtype=kind)  # noqa: E731
+    inputs, targets = tensor(X.T), tensor(y)
+    theta = tensor(retain)[:, None, None]
+    in_use = (torch.arange(width, device=device)[None, :] < tensor(widths, torch.int64)[:, None]).to(dtype)[:, None, :]
+    order = {}
+
+    def batch(t: int) -> tuple[torch.Tensor, torch.Tensor]:
+        j = t % per_epoch
+        if j == 0:
+            order["now"] = torch.argsort(torch.rand((runs, n), generator=generator, device=device), dim=1)
+        picked = order["now"][:, j * batch_size:(j + 1) * batch_size]
+        uniform = torch.rand((runs, picked.shape[1], width), generator=generator, device=device, dtype=torch.float32)
+        return picked, (uniform.to(dtype) < theta) * in_use / theta
+
+    def loss(state: State, drawn) -> torch.Tensor:
+        picked, masks = drawn
+        hidden = torch.relu(torch.bmm(inputs[picked], state["V"]))
+        out = (hidden * masks * state["u"][:, None, :]).sum(-1)
+        return (targets[picked] - out).pow(2).mean(-1)
+
+    steps = epochs * per_epoch
+    return train(dict(u=tensor(u0), V=tensor(V0)), loss, Schedule.of(lr, steps), data=batch, optimizer=optimizer,
+                 checkpoints=[0, steps], progress=progress, description="ReLU dropout training")

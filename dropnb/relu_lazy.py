@@ -13,7 +13,9 @@ laws of the chapter (:func:`sphere_margin_sampler`, :func:`circle_sampler`), the
 a law on the circle certified by a linear program (:func:`circle_margin`) and its finite-width
 counterpart at initialization (:func:`circle_tangent_margins`, Lemma 15), the probability that the
 initialization leaves a ball (:func:`largest_row_tail`), and the constants of Theorem 14
-(:func:`theorem14_constants`).
+(:func:`theorem14_constants`). :func:`relu_classifier_sgd` trains the k-class version,
+m^{-1/2} A σ(Wx) with a top layer A (k × m), by dropout SGD on the cross-entropy, R runs at once
+(a leading run dimension, on the generator's device, float64 on the CPU and float32 on a GPU).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from scipy.optimize import linprog
 from scipy.stats import chi2
 
 from . import checks
-from .engine import Run, Schedule, check_checkpoints, descend
+from .engine import Run, Schedule, State, check_checkpoints, descend
 
 LN2 = math.log(2.0)
 
@@ -455,3 +457,142 @@ def dropout_sgd(
 
     return descend(state, step, Schedule.constant(eta, steps), checkpoints=check_checkpoints(checkpoints, steps),
                    metrics=metrics, keep=keep, progress=progress, description="Algorithm 4")
+
+
+def _check_classifier_data(X, labels, d: int, classes: int, name: str, label_name: str):
+    """Inputs as columns (d, n) and integer class labels in [0, classes), one per column."""
+    X = checks.matrix(X, name)
+    labels = checks.matrix(labels, label_name, ndim=1)
+    if X.shape[0] != d:
+        raise ValueError(f"{name} must have d = {d} rows to match the columns of W0, got shape {X.shape}")
+    if labels.shape != (X.shape[1],):
+        raise ValueError(f"{label_name} must have one entry per column of {name} ({X.shape[1]}), got shape {labels.shape}")
+    if np.any(labels != np.round(labels)) or labels.min() < 0 or labels.max() >= classes:
+        raise checks.error(label_name, f"class indices in 0…{classes - 1} (the rows of A0)", labels)
+    return X, labels.astype(np.int64)
+
+
+def relu_classifier_sgd(
+    X: np.ndarray,
+    labels: np.ndarray,
+    X_test: np.ndarray,
+    labels_test: np.ndarray,
+    W0: np.ndarray,
+    A0: np.ndarray,
+    retain,
+    lr,
+    epochs: int,
+    batch_size: int,
+    generator: torch.Generator,
+    fixed_masks: int = 0,
+    train_top: bool = True,
+    checkpoints=None,
+    keep: bool = False,
+    progress: bool = True,
+) -> Run:
+    """Dropout SGD on the cross-entropy of R two-layer ReLU classifiers in the NTK scaling,
+    f(x) = m^{-1/2} A σ(Wx) (no biases), with Bernoulli dropout on the m hidden units, all runs
+    (any mix of retain probabilities) as one tensor program on the generator's device (float64 on
+    the CPU, float32 on a GPU), through :func:`dropnb.engine.descend` with the gradient written out.
+
+    X (d, n): the training inputs as columns, ``labels`` (n,) their classes 0…k − 1; W0 (R, m, d)
+    and A0 (R, k, m): the initial weights; run ρ keeps each unit with probability θ = ``retain[ρ]``.
+    Each epoch draws for every run its own random order of the n samples; each step takes the next
+    B = ``batch_size`` of them (the last step of an epoch the rest), a mask b ~ Bernoulli(θ)^m per
+    sample, and takes a step of size ``lr`` on the minibatch loss (1/B) Σᵢ ce(g(xᵢ, bᵢ), yᵢ) of the
+    sub-networks g(x, b) = m^{-1/2} A (b ⊙ σ(Wx)), unscaled (Algorithm 4 of Mianjy 2021, Chapter
+    5): W ← W − η∇_W, and A ← A − η∇_A when ``train_top``. Draw order: one integer seeds a second
+    generator for the evaluation masks; then per epoch float32 uniforms (R, n) whose argsort is the order,
+    per step uniforms (R, B, m) in float32, b = [u < θ].
+
+    Metrics at ``checkpoints`` (about 40 log-spaced steps if None), on X_test (d, n') and
+    ``labels_test``: ``full_accuracy`` (R,), the test accuracy of the full network at test time,
+    θf(x) (the weights scaled by θ); ``visited_accuracy`` (R,), that of a sub-network g(·, b) with
+    one mask drawn afresh at each checkpoint, as training draws them; with ``fixed_masks`` = K > 0,
+    ``fixed_accuracy`` (R, K), that of K sub-networks whose masks are drawn once, before training.
+    The step reports each run's minibatch loss; state ``W``, ``A``.
+    """
+    W0, A0 = checks.matrix(W0, "W0", ndim=3), checks.matrix(A0, "A0", ndim=3)
+    runs, width, dim = W0.shape
+    if A0.shape[0] != runs or A0.shape[2] != width:
+        raise ValueError(f"A0 must be (R, k, m) = ({runs}, k, {width}) to match W0, got shape {A0.shape}")
+    classes = A0.shape[1]
+    X, labels = _check_classifier_data(X, labels, dim, classes, "X", "labels")
+    X_test, labels_test = _check_classifier_data(X_test, labels_test, dim, classes, "X_test", "labels_test")
+    retain = checks.per_run(retain, "retain", runs, checks.probability)
+    epochs, batch_size = checks.integer(epochs, "epochs"), checks.integer(batch_size, "batch_size")
+    fixed_masks = checks.integer(fixed_masks, "fixed_masks", minimum=0)
+    generator = checks.torch_generator(generator)
+    checks.flag(train_top, "train_top")
+    checks.flag(keep, "keep")
+    checks.flag(progress, "progress")
+    n = X.shape[1]
+    per_epoch = -(-n // batch_size)
+    schedule = Schedule.of(lr, epochs * per_epoch)
+    device = generator.device
+    dtype = checks.float_dtype(None, device)
+    tensor = lambda a, kind=dtype: torch.as_tensor(a, device=device, dtype=kind)  # noqa: E731
+    inputs, targets = tensor(X.T), tensor(labels, torch.int64)
+    test_inputs, test_targets = tensor(X_test.T), tensor(labels_test, torch.int64)
+    theta = tensor(retain)
+    scale = width ** -0.5
+    evaluation = torch.Generator(device=device)
+    evaluation.manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator, device=device).item()))
+    fixed = (torch.rand((runs, fixed_masks, width), generator=evaluation, device=device, dtype=torch.float32).to(dtype)
+             < theta[:, None, None]) if fixed_masks else None
+    cap = 2**27 if device.type == "cuda" else 2**22  # numbers per evaluation block (cache-sized on a CPU)
+    samples = max(1, cap // (runs * width))  # test samples per block of hidden activations
+    per_block = max(1, cap // (runs * width * classes))  # fixed masks per block
+
+    def metrics(state: State) -> dict[str, torch.Tensor]:
+        W, A = state["W"], state["A"]
+        visited = torch.rand((runs, 1, width), generator=evaluation, device=device, dtype=torch.float32).to(dtype) < theta[:, None, None]
+        right = dict(full=torch.zeros(runs, device=device, dtype=dtype), visited=torch.zeros(runs, device=device, dtype=dtype))
+        right_fixed = torch.zeros((runs, fixed_masks), device=device, dtype=dtype)
+        for start in range(0, test_inputs.shape[0], samples):
+            x, y = test_inputs[start:start + samples], test_targets[start:start + samples]
+            hidden = torch.relu(torch.einsum("sd,rmd->rsm", x, W))  # (R, s, m)
+            full = torch.bmm(hidden, A.transpose(1, 2)) * (scale * theta[:, None, None])
+            right["full"] += (full.argmax(-1) == y).sum(-1)
+            sub = torch.bmm(hidden * visited, A.transpose(1, 2)) * scale
+            right["visited"] += (sub.argmax(-1) == y).sum(-1)
+            for first in range(0, fixed_masks, per_block):
+                masks = fixed[:, first:first + per_block]  # (R, K', m)
+                top = (masks[..., None] * A.transpose(1, 2)[:, None]).transpose(1, 2).reshape(runs, width, -1)
+                out = (torch.bmm(hidden, top) * scale).reshape(runs, x.shape[0], masks.shape[1], classes)
+                right_fixed[:, first:first + per_block] += (out.argmax(-1) == y[None, :, None]).sum(1)
+        count = test_inputs.shape[0]
+        result = dict(full_accuracy=right["full"] / count, visited_accuracy=right["visited"] / count)
+        if fixed_masks:
+            result["fixed_accuracy"] = right_fixed / count
+        return result
+
+    state = dict(W=tensor(W0).clone(), A=tensor(A0).clone())  # the caller's arrays stay as they are
+    order = {}
+
+    def step(t: int, eta: float) -> torch.Tensor:
+        j = t % per_epoch
+        if j == 0:
+            order["now"] = torch.argsort(torch.rand((runs, n), generator=generator, device=device, dtype=torch.float32),
+                                          dim=1)
+        picked = order["now"][:, j * batch_size:(j + 1) * batch_size]
+        x, y = inputs[picked], targets[picked]  # (R, B, d), (R, B)
+        uniform = torch.rand((runs, picked.shape[1], width), generator=generator, device=device, dtype=torch.float32)
+        W, A = state["W"], state["A"]
+        pre = torch.bmm(x, W.transpose(1, 2))  # (R, B, m)
+        active = (uniform.to(dtype) < theta[:, None, None]) & (pre > 0)
+        hidden = pre * active
+        logits = torch.bmm(hidden, A.transpose(1, 2)) * scale  # (R, B, k)
+        loss = (torch.logsumexp(logits, -1) - logits.gather(-1, y[..., None])[..., 0]).mean(-1)
+        residual = torch.softmax(logits, -1)
+        residual.scatter_add_(-1, y[..., None], -torch.ones_like(y[..., None], dtype=dtype))
+        residual *= scale / picked.shape[1]  # ∂loss/∂(A b⊙σ(Wx)) per sample, with m^{-1/2}
+        grad_A = torch.bmm(residual.transpose(1, 2), hidden)
+        grad_W = torch.bmm((torch.bmm(residual, A) * active).transpose(1, 2), x)
+        W.sub_(eta * grad_W)
+        if train_top:
+            A.sub_(eta * grad_A)
+        return loss
+
+    return descend(state, step, schedule, checkpoints=checkpoints, metrics=metrics, keep=keep, progress=progress,
+                   description="ReLU classifier dropout SGD")

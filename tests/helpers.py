@@ -21,3 +21,15 @@ def relu_decay_data(m=15, seed=7):
     rng = np.random.default_rng(seed)
     x = np.sort(rng.uniform(-1, 1, m))
     return np.vstack([x, np.ones(m)]), (np.sin(3 * x) + 0.1 * rng.standard_normal(m))[None, :]
+
+
+SD1, SD2, SR = 2, 3, 4  # d₁, d₂ and r of the shallow network of the batched training tests
+
+
+def shallow_runs(runs: int, seed: int = 0):
+    """A target M (d₁ × d₂) and R = ``runs`` copies of one start, U0 (R, d₁, r) and V0 (R, d₂, r)."""
+    rng = np.random.default_rng(seed)
+    M = rng.standard_normal((SD1, SD2))
+    U0 = np.broadcast_to(rng.standard_normal((SD1, SR)), (runs, SD1, SR)).copy()
+    V0 = np.broadcast_to(rng.standard_normal((SD2, SR)), (runs, SD2, SR)).copy()
+    return M, U0, V0

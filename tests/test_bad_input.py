@@ -622,29 +622,35 @@ EXAMPLES.update({
     "threads.threads_from_environment": dict(),
     "threads.thread_environment": dict(threads=2),
     "threads.set_defaults": dict(),
-    # training
-    "training.objective_metrics": dict(M=M, mask=BERNOULLI, S=S),
-    "training.completion_metrics": dict(sets=dict(train=RATINGS), retain=np.array([0.5, 0.8]), objective="train", chunk=64),
-    "training.completion_sgd": dict(rows=RATINGS[0], cols=RATINGS[1], values=RATINGS[2], U0=V[None], V0=U[None],
+    # the training loops, each in the module of its model, and their shared checks
+    "linear.check_moment": dict(S=S, d2=3),
+    "linear.check_start": dict(M=M, U0=U[None], V0=V[None], mask=BERNOULLI),
+    "linear.check_run": dict(generator=tgen(), progress=False, keep=True),
+    "linear.input_sampler": dict(d2=3, runs=2, batch_size=2, input_factor=S, data=None, generator=tgen(),
+                                 dtype=torch.float64),
+    "checks.run_widths": dict(widths=np.array([1.0, 2.0]), runs=2, largest=2),
+    "linear.objective_metrics": dict(M=M, mask=BERNOULLI, S=S),
+    "sensing.completion_metrics": dict(sets=dict(train=RATINGS), retain=np.array([0.5, 0.8]), objective="train", chunk=64),
+    "sensing.completion_sgd": dict(rows=RATINGS[0], cols=RATINGS[1], values=RATINGS[2], U0=V[None], V0=U[None],
                                     retain=0.5, widths=2, lr=0.01, epochs=2, batch_size=2, generator=tgen(),
                                     progress=False),
-    "training.relu_dropout_training": dict(X=X2, y=Y1[0], u0=np.array([[1.0, -0.5]]), V0=U[None], retain=0.5, widths=2,
+    "relu_capacity.relu_dropout_training": dict(X=X2, y=Y1[0], u0=np.array([[1.0, -0.5]]), V0=U[None], retain=0.5, widths=2,
                                            lr=0.01, epochs=2, batch_size=2, generator=tgen(), optimizer="sgd",
                                            progress=False),
-    "training.relu_classifier_sgd": dict(X=X2, labels=np.array([0.0, 1.0, 1.0, 0.0]), X_test=X2,
+    "relu_lazy.relu_classifier_sgd": dict(X=X2, labels=np.array([0.0, 1.0, 1.0, 0.0]), X_test=X2,
                                          labels_test=np.array([1.0, 0.0, 1.0, 0.0]), W0=U[None], A0=U[None],
                                          retain=0.5, lr=0.1, epochs=2, batch_size=2, generator=tgen(), fixed_masks=3,
                                          progress=False),
-    "training.algorithm1": dict(M=M, U0=U[None], V0=V[None], mask=BERNOULLI, lr=0.01, steps=3, generator=tgen(),
+    "linear.algorithm1": dict(M=M, U0=U[None], V0=V[None], mask=BERNOULLI, lr=0.01, steps=3, generator=tgen(),
                                 input_factor=S, batch_size=2, progress=False),
-    "training.dropconnect_sgd": dict(M=M, U0=U[None], V0=V[None], retain=0.5, lr=0.01, steps=3, generator=tgen(),
+    "dropconnect.dropconnect_sgd": dict(M=M, U0=U[None], V0=V[None], retain=0.5, lr=0.01, steps=3, generator=tgen(),
                                      data=np.ones((3, 5)), batch_size=2, progress=False),
-    "training.gradient_descent": dict(M=M, U0=U[None], V0=V[None], mask=BERNOULLI, lr=0.01, steps=3, S=S,
+    "linear.expected_gradient_descent": dict(M=M, U0=U[None], V0=V[None], mask=BERNOULLI, lr=0.01, steps=3, S=S,
                                       progress=False),
-    "training.deep_metrics": dict(M=M, lam=0.5, S=S),
-    "training.deep_gradient_descent": dict(M=M, layers0=[W[None] for W in LAYERS], lam=0.5, lr=0.01, steps=3, S=S,
+    "deep.deep_metrics": dict(M=M, lam=0.5, S=S),
+    "deep.deep_gradient_descent": dict(M=M, layers0=[W[None] for W in LAYERS], lam=0.5, lr=0.01, steps=3, S=S,
                                            progress=False),
-    "training.deep_dropout_sgd": dict(M=M, layers0=[W[None] for W in LAYERS], lam=0.5, lr=0.01, steps=3,
+    "deep.deep_dropout_sgd": dict(M=M, layers0=[W[None] for W in LAYERS], lam=0.5, lr=0.01, steps=3,
                                       generator=tgen(), batch_size=2, progress=False),
     # relu_lazy (network: m = 3 units in the plane, four inputs; Algorithm 4: R = 2 runs of m = 3 units in R^3)
     "relu_lazy.logistic": dict(z=np.array([-1.0, 0.0, 2.5]), base=2.0),
@@ -841,7 +847,7 @@ for _entry, _name in [("relu_polar.duality_gap_certificate", "Y"), ("relu_polar.
 # One more column, where that dimension is free (samples, width, a vector's length, a map's shape).
 WIDER = {
     "samples or columns of data": ["data.second_moment:factor", "features.features:X", "features.spread_targets:onehot",
-                                   "training.dropconnect_sgd:data", "relu_polar.arcs:X", "relu_polar.breakpoint_angles:X",
+                                   "dropconnect.dropconnect_sgd:data", "relu_polar.arcs:X", "relu_polar.breakpoint_angles:X",
                                    "relu_decay.dropout_penalty:X", "relu_decay.flat_path:X", "relu_decay.hidden:X",
                                    "relu_decay.outputs:X", "relu_polar.relu_dictionary:X", "relu_decay.unit_outputs:X",
                                    "rounding.relu_gamma:X", "stats.StreamingMean.add:samples",
@@ -889,6 +895,8 @@ for _entry in ("sensing.completion_objective", "sensing.completion_gradient", "s
     ACCEPTED[(_entry, "lam", "zero_d")] = "a 0-d array is one number, the same weight for all"
 ACCEPTED[("checks.weights", "value", "zero_d")] = "a 0-d array is one number, the same weight for all"
 ACCEPTED[("checks.per_run", "value", "zero_d")] = "a 0-d array is one number, the same for every run"
+ACCEPTED[("checks.run_widths", "widths", "zero_d")] = "a 0-d array is one number, the same for every run"
+ACCEPTED[("linear.check_start", "mask", "none")] = "mask is optional: None for DropConnect, which draws its own masks"
 ACCEPTED[("adversarial.pgd_attack", "steps", "zero_d")] = "a 0-d array is one number, the same for every run"
 ACCEPTED[("checks.error", "value", "*")] = "error formats any value into the message"
 ACCEPTED[("checks.same_batch", "tensors", "float32")] = "batch sizes only (dtypes are checks.same_dtype's)"

@@ -57,14 +57,14 @@ def test_every_claim_is_glued(records, quick_build):
 PLANTED_BUGS = {
     "gradient descent without the dropout term of the V-gradient": (
         "equalization-training",
-        "import inspect, dropnb.training as _T\n"
-        "exec(inspect.getsource(_T.gradient_descent).replace(' + 2 * SV @ (cbar * (U.transpose(1, 2) @ U))', ''),"
+        "import inspect, dropnb.linear as _T\n"
+        "exec(inspect.getsource(_T.expected_gradient_descent).replace(' + 2 * SV @ (cbar * (U.transpose(1, 2) @ U))', ''),"
         " _T.__dict__)",
         "equalization.figure3.gd-step",
     ),
     "a division by the hidden activations in Algorithm 1's Figure 3 runs": (
         "equalization-training",
-        "import inspect, dropnb.training as _T\n"
+        "import inspect, dropnb.linear as _T\n"
         "exec(inspect.getsource(_T.algorithm1).replace('b * torch.bmm(x, V)', 'b / torch.bmm(x, V)'), _T.__dict__)",
         "equalization.figure3.sgd-progress",
     ),
@@ -81,7 +81,7 @@ PLANTED_BUGS = {
     ),
     "a division by the hidden activations in Algorithm 1's engine": (
         "regularizer",
-        "import inspect, dropnb.training as _T\n"
+        "import inspect, dropnb.linear as _T\n"
         "exec(inspect.getsource(_T.algorithm1).replace('b * torch.bmm(x, V)', 'b / torch.bmm(x, V)'), _T.__dict__)",
         "regularizer.alg1.engine-step",
     ),
@@ -161,7 +161,7 @@ PLANTED_BUGS = {
     ),
     "the dropout penalty halved in the objective tracked during training": (
         "equalization-training",
-        "import copy, dropnb.training as T\n"
+        "import copy, dropnb.linear as T\n"
         "_metrics = T.objective_metrics\n"
         "def _halved(mask):\n"
         "    half = copy.copy(mask)\n"
@@ -209,8 +209,8 @@ PLANTED_BUGS = {
     ),
     "the training metrics take the singular values of the map without its last layer": (
         "deep-linear-training",
-        "import torch, dropnb.training as _training\n"
-        "_metrics = _training.deep_metrics\n"
+        "import torch, dropnb.deep as _deep\n"
+        "_metrics = _deep.deep_metrics\n"
         "def _short_metrics(M, lam, S=None):\n"
         "    inner = _metrics(M, lam, S)\n"
         "    def metrics(state):\n"
@@ -222,7 +222,7 @@ PLANTED_BUGS = {
         "        out['singular_values'] = torch.linalg.svdvals(product)\n"
         "        return out\n"
         "    return metrics\n"
-        "_training.deep_metrics = _short_metrics",
+        "_deep.deep_metrics = _short_metrics",
         "deep-linear.figure33.gap-falls",
     ),
     "a step-size schedule in stages that keeps its first step size": (
@@ -433,14 +433,14 @@ PLANTED_BUGS = {
     ),
     "completion SGD keeps units without rescaling them by 1/θ": (
         "bounds-experiments",
-        "import inspect, dropnb.training as _T\n"
+        "import inspect, dropnb.sensing as _T\n"
         "exec(inspect.getsource(_T.completion_sgd).replace('(in_use.to(dtype) / tensor(retain)[:, None])[:, None, :]',"
         " 'in_use.to(dtype)[:, None, :]'), _T.__dict__)",
         "bounds.movielens.engine-objective",
     ),
     "the ReLU networks trained without their dropout masks": (
         "bounds-experiments",
-        "import inspect, dropnb.training as _T\n"
+        "import inspect, dropnb.relu_capacity as _T\n"
         "exec(inspect.getsource(_T.relu_dropout_training).replace('hidden * masks * state', 'hidden * state'),"
         " _T.__dict__)",
         "bounds.mnist.coadaptation-falls-with-rate",
@@ -468,14 +468,14 @@ PLANTED_BUGS = {
     ),
     "the classifier engine's gradient without the m^{-1/2} of the network": (
         "convergence-experiments",
-        "import inspect, dropnb.training as _T\n"
+        "import inspect, dropnb.relu_lazy as _T\n"
         "exec(inspect.getsource(_T.relu_classifier_sgd).replace('residual *= scale / picked.shape[1]',"
         " 'residual *= 1 / picked.shape[1]'), _T.__dict__)",
         "convergence.engine.first-step",
     ),
     "the fixed sub-networks of Figure 5-3 scored without their masks": (
         "convergence-experiments",
-        "import inspect, dropnb.training as _T\n"
+        "import inspect, dropnb.relu_lazy as _T\n"
         "exec(inspect.getsource(_T.relu_classifier_sgd).replace('top = (masks[..., None] * A',"
         " 'top = (torch.ones_like(masks[..., None], dtype=dtype) * A'), _T.__dict__)",
         "convergence.figure53.gap-shrinks-with-width",
@@ -551,14 +551,14 @@ PLANTED_BUGS = {
     ),
     "the visited sub-network of Figure 5-2 scored without its mask": (
         "convergence-experiments",
-        "import inspect, dropnb.training as _T\n"
+        "import inspect, dropnb.relu_lazy as _T\n"
         "exec(inspect.getsource(_T.relu_classifier_sgd).replace('sub = torch.bmm(hidden * visited,',"
         " 'sub = torch.bmm(hidden,'), _T.__dict__)",
         "convergence.figure52.visited-below-full",
     ),
     "the visited sub-network of Figure 5-2 scored at dropout rate 0.5 whatever the run's rate": (
         "convergence-experiments",
-        "import inspect, dropnb.training as _T\n"
+        "import inspect, dropnb.relu_lazy as _T\n"
         "exec(inspect.getsource(_T.relu_classifier_sgd).replace("
         "'visited = torch.rand((runs, 1, width), generator=evaluation, device=device, dtype=torch.float32).to(dtype) < theta[:, None, None]',"
         " 'visited = torch.rand((runs, 1, width), generator=evaluation, device=device, dtype=torch.float32).to(dtype) < 0.5'), _T.__dict__)",
@@ -566,7 +566,7 @@ PLANTED_BUGS = {
     ),
     "the visited sub-network of Figure 5-2 scored with one mask bit for all its units": (
         "convergence-experiments",
-        "import inspect, dropnb.training as _T\n"
+        "import inspect, dropnb.relu_lazy as _T\n"
         "exec(inspect.getsource(_T.relu_classifier_sgd).replace('visited = torch.rand((runs, 1, width)',"
         " 'visited = torch.rand((runs, 1, 1)'), _T.__dict__)",
         "convergence.figure52.gap-shrinks-with-width",
@@ -625,7 +625,7 @@ PLANTED_BUGS = {
     ),
     "completion SGD updates U only": (
         "bounds-experiments",
-        "import inspect, dropnb.training as _T\n"
+        "import inspect, dropnb.sensing as _T\n"
         "exec(inspect.getsource(_T.completion_sgd).replace("
         "'V_used.scatter_add_(0, c[:, None].expand(-1, used), (step_error * (b * u)).view(-1, used))', 'None'),"
         " _T.__dict__)",
@@ -633,7 +633,7 @@ PLANTED_BUGS = {
     ),
     "completion SGD starts every run from the first run's factors": (
         "bounds-experiments",
-        "import inspect, dropnb.training as _T\n"
+        "import inspect, dropnb.sensing as _T\n"
         "exec(inspect.getsource(_T.completion_sgd).replace('U, V = tensor(U0).clone(), tensor(V0).clone()',"
         " 'U, V = tensor(U0[:1]).repeat(runs, 1, 1), tensor(V0[:1]).repeat(runs, 1, 1)'), _T.__dict__)",
         "bounds.movielens.start-scale",

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 import pytest
 
-from dropnb import deep, linear, masks
+from dropnb import deep, linear, masks, optimize
 
 
 def network(widths, seed):
@@ -184,3 +184,119 @@ def test_widths_that_are_not_finite_are_refused(widths):
     """inf == round(inf): without a finiteness check (inf, 5) became [-2⁶³, 5] and a negative weight."""
     with pytest.raises(ValueError, match="^hidden_widths must be a non-empty list of positive integers"):
         deep.check_widths(widths)
+
+
+def deep_starts(sizes, runs, seed, scale=0.3):
+    rng = np.random.default_rng(seed)
+    return [scale * rng.standard_normal((runs, b, a)) for a, b in zip(sizes, sizes[1:])]
+
+
+def test_deep_gradient_descent_decreases_the_objective_for_each_rate():
+    sizes, M = (3, 4, 4, 2), np.random.default_rng(30).standard_normal((2, 3))
+    lams = np.array([0.1, 1.0, 3.0])
+    run = deep.deep_gradient_descent(M, deep_starts(sizes, 3, 31), lams, 0.02, 300,
+                                         metrics=deep.deep_metrics(M, lams), progress=False)
+    f = run.metrics["objective"]
+    assert f.shape == (len(run.steps), 3) and np.all(np.diff(f, axis=0) <= 1e-12)
+    for n, lam in enumerate(lams):
+        layers = [run.final[f"W{i + 1}"][n] for i in range(len(sizes) - 1)]
+        assert f[-1, n] == pytest.approx(deep.objective(M, layers, 1 / (1 + lam)), rel=1e-12)
+        assert f[-1, n] >= deep.global_optimum(M, sizes[1:-1], lam).value
+    sub = run.metrics["sub_regularizers"]
+    assert sub.shape == (len(run.steps), 3, 2)
+    assert run.metrics["singular_values"].shape == (len(run.steps), 3, 2)
+
+
+def test_deep_gradient_descent_follows_the_autograd_gradient_for_one_step():
+    sizes, M = (2, 3, 2), np.random.default_rng(32).standard_normal((2, 2))
+    starts = deep_starts(sizes, 1, 33)
+    run = deep.deep_gradient_descent(M, starts, 0.5, 0.1, 1, progress=False)
+    fun, unpack = deep.flat_objective(M, sizes, 0.5)
+    x = np.concatenate([W[0].ravel() for W in starts])
+    _, gradient = optimize.value_and_gradient(fun, x)
+    for got, expected in zip(run.final.values(), unpack(x - 0.1 * gradient)):
+        np.testing.assert_allclose(got[0], expected, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(layers0=[np.ones((1, 2, 2))]), "at least two"),
+    (dict(layers0=[np.ones((1, 3, 2)), np.ones((1, 2, 2))]), "chain"),
+    (dict(M=np.ones((3, 2))), "M must"),
+    (dict(lam=-1.0), "lam"),
+    (dict(steps=0), "steps"),
+    (dict(lr=0.0), "lr"),
+    (dict(checkpoints=[5]), "checkpoints"),
+])
+def test_deep_gradient_descent_rejects_bad_input(kwargs, match):
+    arguments = dict(M=np.ones((2, 2)), layers0=[np.ones((1, 3, 2)), np.ones((1, 2, 3))], lam=0.5, lr=0.1, steps=2,
+                     progress=False)
+    arguments.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        deep.deep_gradient_descent(**arguments)
+
+
+def test_deep_gradient_descent_reports_divergence():
+    with pytest.raises(FloatingPointError, match="diverged"):
+        deep.deep_gradient_descent(np.ones((2, 2)) * 10, deep_starts((2, 3, 2), 1, 34, scale=3.0), 0.5, 10.0, 50,
+                                       progress=False)
+
+
+# --- deep dropout SGD -----------------------------------------------------------------------------
+
+
+def test_deep_dropout_sgd_losses_average_to_the_exact_objective():
+    """E[(1/B)Σ‖Mx − W̄x‖²] = tr((M − W)S(M − W)ᵀ) + R: the first losses of identical runs, whose
+    mean lies within 5 standard errors of the exact objective (probability > 1 − 6e-7)."""
+    sizes, M = (3, 4, 3, 2), np.random.default_rng(40).standard_normal((2, 3))
+    A = np.array([[1.0, 0.0, 0.0], [0.4, 0.8, 0.0], [0.0, -0.3, 1.2]])
+    single = deep_starts(sizes, 1, 41)
+    starts = [np.repeat(W, 4000, axis=0) for W in single]
+    run = deep.deep_dropout_sgd(M, starts, 0.6, 1e-9, 1, torch.Generator().manual_seed(42), batch_size=2,
+                                    input_factor=A, progress=False)
+    losses = run.losses[:, 0]
+    exact = deep.objective(M, [W[0] for W in single], 1 / 1.6, A @ A.T)
+    assert abs(losses.mean() - exact) <= 5 * losses.std(ddof=1) / np.sqrt(len(losses))
+
+
+def test_deep_dropout_sgd_step_averages_to_the_gradient_descent_step():
+    """The expected step is the step of deep_gradient_descent: entrywise, the mean step of many
+    identical runs lies within 5 standard errors of it."""
+    sizes, M = (2, 3, 3, 2), np.random.default_rng(43).standard_normal((2, 2))
+    single = deep_starts(sizes, 1, 44)
+    starts = [np.repeat(W, 6000, axis=0) for W in single]
+    lr = 1e-3
+    sgd = deep.deep_dropout_sgd(M, starts, 0.5, lr, 1, torch.Generator().manual_seed(45), batch_size=1,
+                                    progress=False)
+    exact = deep.deep_gradient_descent(M, single, 0.5, lr, 1, progress=False)
+    for name, final in sgd.final.items():
+        steps = final - single[int(name[1:]) - 1]
+        expected = exact.final[name][0] - single[int(name[1:]) - 1][0]
+        error = np.abs(steps.mean(axis=0) - expected)
+        assert np.all(error <= 5 * steps.std(axis=0, ddof=1) / np.sqrt(len(steps)) + 1e-15)
+
+
+def test_deep_dropout_sgd_with_retain_one_and_one_input_is_plain_sgd():
+    sizes, M = (2, 3, 2), np.random.default_rng(46).standard_normal((2, 2))
+    single = deep_starts(sizes, 1, 47)
+    run = deep.deep_dropout_sgd(M, single, 0.0, 0.1, 1, torch.Generator().manual_seed(48), progress=False)
+    x = torch.randn((1, 1, 2), generator=torch.Generator().manual_seed(48), dtype=torch.float32).double()[0, 0].numpy()
+    W1, W2 = single[0][0], single[1][0]
+    error = W2 @ W1 @ x - M @ x
+    np.testing.assert_allclose(run.final["W2"][0], W2 - 0.1 * 2 * np.outer(error, W1 @ x), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(run.final["W1"][0], W1 - 0.1 * 2 * np.outer(W2.T @ error, x), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(layers0=[np.ones((1, 2, 2))]), "at least two"),
+    (dict(layers0=[np.ones((1, 3, 2)), np.ones((1, 2, 2))]), "chain"),
+    (dict(M=np.ones((3, 2))), "M must"),
+    (dict(lam=-1.0), "lam"),
+    (dict(batch_size=0), "batch_size"),
+    (dict(input_factor=np.ones((3, 3))), "input_factor"),
+])
+def test_deep_dropout_sgd_rejects_bad_input(kwargs, match):
+    arguments = dict(M=np.ones((2, 2)), layers0=[np.ones((1, 3, 2)), np.ones((1, 2, 3))], lam=0.5, lr=0.1, steps=2,
+                     generator=torch.Generator().manual_seed(0), progress=False)
+    arguments.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        deep.deep_dropout_sgd(**arguments)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from dropnb import dropconnect, linear
 from dropnb.rounding import roundoff_tolerance
 from dropnb.masks import Bernoulli
+from helpers import SD2, SR, shallow_runs
 
 FAST = settings(max_examples=25, deadline=None, database=None)
 D1, D2, WIDTH = 2, 3, 2  # 2^{d₂r} = 64 masks
@@ -257,3 +258,59 @@ def test_bad_input_raises_naming_the_argument(case):
     call, name = BAD_CALLS[case]
     with pytest.raises(ValueError, match=name):
         call()
+
+
+# --- DropConnect SGD, batched over runs (dropconnect.dropconnect_sgd) -------------------------------
+
+
+def dropconnect_objective(M, U, V, lam, S):
+    """tr((M − UVᵀ)S(M − UVᵀ)ᵀ) + λ Σₖ ‖uₖ‖² vₖᵀ Diag(S) vₖ, in torch (for autograd)."""
+    residual = M - U @ V.T
+    return torch.trace(residual @ S @ residual.T) + lam * ((U**2).sum(0) * (torch.diag(S)[:, None] * V**2).sum(0)).sum()
+
+
+@pytest.fixture(scope="module")
+def dropconnect_runs():
+    """One DropConnect step of 20 000 runs from the same point, inputs from a correlated finite set."""
+    M, U0, V0 = shallow_runs(runs=20_000, seed=3)
+    rng = np.random.default_rng(6)
+    X = np.array([[1.0, 0.0, 0.0], [0.8, 0.6, 0.0], [0.0, -0.5, 0.8]]) @ rng.standard_normal((SD2, 9))
+    retain, lr = 0.6, 0.01
+    trajectory = dropconnect.dropconnect_sgd(M, U0, V0, retain, lr, 1, torch.Generator().manual_seed(1), data=X,
+                                          batch_size=2, keep=True, progress=False)
+    return M, U0[0], V0[0], X @ X.T / 9, retain, lr, trajectory
+
+
+def test_dropconnect_losses_average_to_its_objective(dropconnect_runs):
+    M, U, V, S, retain, _, trajectory = dropconnect_runs
+    value = dropconnect_objective(*map(torch.tensor, (M, U, V)), (1 - retain) / retain, torch.tensor(S))
+    losses = trajectory.losses[:, 0]
+    assert abs(losses.mean() - float(value)) <= 5 * losses.std(ddof=1) / np.sqrt(len(losses))
+
+
+def test_dropconnect_step_averages_to_scaled_gradient(dropconnect_runs):
+    M, U, V, S, retain, lr, trajectory = dropconnect_runs
+    U_t, V_t = torch.tensor(U, requires_grad=True), torch.tensor(V, requires_grad=True)
+    value = dropconnect_objective(torch.tensor(M), U_t, V_t, (1 - retain) / retain, torch.tensor(S))
+    gradients = torch.autograd.grad(value, (U_t, V_t))
+    # expected direction (θ/2)∇f; 20 entries, each within 5 standard errors
+    for snapshots, gradient in zip((trajectory.kept["U"], trajectory.kept["V"]), gradients):
+        directions = (snapshots[0] - snapshots[-1]) / lr
+        standard_error = directions.std(axis=0, ddof=1) / np.sqrt(len(directions))
+        assert np.all(np.abs(directions.mean(axis=0) - retain / 2 * gradient.numpy()) <= 5 * standard_error)
+
+
+def test_dropconnect_with_retain_one_is_plain_sgd_like_algorithm1():
+    M, U0, V0 = shallow_runs(runs=2)
+    X = np.random.default_rng(0).standard_normal((SD2, 6))
+    common = dict(lr=0.05, steps=1, progress=False, data=X, batch_size=3)  # one step: the same inputs
+    connect = dropconnect.dropconnect_sgd(M, U0, V0, 1.0, generator=torch.Generator().manual_seed(2), **common)
+    dropout = linear.algorithm1(M, U0, V0, Bernoulli(SR, 1.0), generator=torch.Generator().manual_seed(2), **common)
+    np.testing.assert_allclose(connect.final["U"], dropout.final["U"], rtol=1e-12)
+    np.testing.assert_allclose(connect.final["V"], dropout.final["V"], rtol=1e-12)
+
+
+def test_dropconnect_rejects_a_bad_retain():
+    M, U0, V0 = shallow_runs(runs=2)
+    with pytest.raises(ValueError, match="retain"):
+        dropconnect.dropconnect_sgd(M, U0, V0, 0.0, 0.1, 1, torch.Generator(), progress=False)

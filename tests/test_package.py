@@ -167,7 +167,7 @@ def test_the_book_names_one_repository():
 
 # One code name per concept: θ is ``retain``, λ = (1 − θ)/θ (the dropout regularizer's weight) is
 # ``lam``, a weight decay is ``decay``.
-DROPOUT_LAM = {"deep", "dropconnect", "landscape", "linear", "relu_capacity", "rounding", "sensing", "shrinkage", "training"}
+DROPOUT_LAM = {"deep", "dropconnect", "landscape", "linear", "relu_capacity", "rounding", "sensing", "shrinkage"}
 WEIGHT_DECAY = {"factorization", "relu_decay", "relu_polar"}
 
 

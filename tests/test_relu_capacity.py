@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import torch
 
 from dropnb import relu_capacity
 
@@ -127,3 +128,23 @@ def test_symmetrized_flips_whole_columns():
     signs = S[0] / X[0]
     assert set(np.round(signs).tolist()) == {-1.0, 1.0}
     np.testing.assert_array_equal(S, X * signs)
+
+
+# --- dropout training, batched over runs (relu_dropout_training) ---------------------------------
+
+
+def test_relu_dropout_training_full_batch_sgd_is_gradient_descent():
+    """θ = 1, the whole sample as one minibatch: one step of SGD on the mean squared loss."""
+    rng = np.random.default_rng(2)
+    X, y = rng.standard_normal((3, 6)), rng.standard_normal(6)
+    u0, V0 = rng.standard_normal((1, 4)), rng.standard_normal((1, 3, 4))
+    eta = 0.05
+    run = relu_capacity.relu_dropout_training(X, y, u0, V0, 1.0, 4, eta, 1, 6, torch.Generator().manual_seed(0),
+                                         optimizer="sgd", progress=False)
+    pre = V0[0].T @ X
+    hidden = np.maximum(pre, 0)
+    error = u0[0] @ hidden - y
+    grad_u = 2 * hidden @ error / 6
+    grad_V = 2 * X @ ((pre > 0) * np.outer(u0[0], error)).T / 6
+    np.testing.assert_allclose(run.final["u"][0], u0[0] - eta * grad_u, rtol=1e-12)
+    np.testing.assert_allclose(run.final["V"][0], V0[0] - eta * grad_V, rtol=1e-12)

@@ -506,3 +506,104 @@ def test_dropout_sgd_refuses_a_sampler_of_the_wrong_shape():
     with pytest.raises(ValueError, match="radius"):
         tl.dropout_sgd(sample, torch.as_tensor(W1), torch.as_tensor(a), 0.5, 0.5, 0.1, 3,
                        torch.Generator().manual_seed(0), progress=False)
+
+
+# --- two-layer ReLU classifiers (relu_classifier_sgd) -------------------------------------------------
+
+
+def classifier_problem(runs=2, d=3, m=5, k=3, n=7, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((d, n))
+    X /= np.linalg.norm(X, axis=0)
+    labels = rng.integers(k, size=n)
+    X_test, labels_test = rng.standard_normal((d, 6)), rng.integers(k, size=6)
+    W0, A0 = rng.standard_normal((runs, m, d)), rng.choice([-1.0, 1.0], size=(runs, k, m))
+    return X, labels, X_test, labels_test, W0, A0
+
+
+def numpy_classifier_step(X, labels, W0, A0, retain, eta, batch_size, seed, train_top=True):
+    """One step of relu_classifier_sgd in float64 numpy, from the documented draws of its generator."""
+    runs, m, _ = W0.shape
+    generator = torch.Generator().manual_seed(seed)
+    torch.randint(0, 2**62, (1,), generator=generator)  # the evaluation generator's seed
+    order = torch.argsort(torch.rand((runs, X.shape[1]), generator=generator, dtype=torch.float32), dim=1).numpy()
+    uniform = torch.rand((runs, batch_size, m), generator=generator, dtype=torch.float32).double().numpy()
+    W1, A1, losses = W0.copy(), A0.copy(), []
+    for r in range(runs):
+        picked = order[r, :batch_size]
+        x, y = X[:, picked], labels[picked]
+        b = uniform[r] < retain[r]  # (B, m)
+        pre = W0[r] @ x  # (m, B)
+        hidden = np.maximum(pre, 0) * b.T
+        z = A0[r] @ hidden / np.sqrt(m)  # (k, B)
+        p = np.exp(z - z.max(0))
+        p /= p.sum(0)
+        losses.append(np.mean(-np.log(p[y, np.arange(batch_size)])))
+        onehot = np.eye(A0.shape[1])[:, y]
+        delta = (p - onehot) / batch_size / np.sqrt(m)
+        W1[r] -= eta * ((A0[r].T @ delta) * (pre > 0) * b.T) @ x.T
+        if train_top:
+            A1[r] -= eta * delta @ hidden.T
+    return W1, A1, np.array(losses)
+
+
+@pytest.mark.parametrize("train_top", [True, False])
+def test_relu_classifier_sgd_first_step_is_the_numpy_step(train_top):
+    X, labels, X_test, labels_test, W0, A0 = classifier_problem()
+    retain, eta = np.array([0.5, 0.8]), 0.3
+    run = tl.relu_classifier_sgd(X, labels, X_test, labels_test, W0, A0, retain, eta, 1, 4,
+                                       torch.Generator().manual_seed(5), train_top=train_top, checkpoints=[0, 1],
+                                       keep=True, progress=False)
+    W1, A1, losses = numpy_classifier_step(X, labels, W0, A0, retain, eta, 4, 5, train_top)
+    np.testing.assert_allclose(run.kept["W"][1], W1, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(run.kept["A"][1], A1, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(run.losses[:, 0], losses, rtol=1e-12)
+    assert train_top or np.array_equal(run.final["A"], A0)
+
+
+def test_relu_classifier_sgd_accuracies_at_the_start():
+    """At step 0: the full network's accuracy from numpy; with θ = 1 every sub-network is the full network."""
+    X, labels, X_test, labels_test, W0, A0 = classifier_problem(m=40, k=4, seed=3)
+    run = tl.relu_classifier_sgd(X, labels, X_test, labels_test, W0, A0, 1.0, 0.1, 1, 4,
+                                       torch.Generator().manual_seed(0), fixed_masks=7, checkpoints=[0], progress=False)
+    predicted = np.argmax(A0 @ np.maximum(W0 @ X_test, 0), axis=1)  # (R, n')
+    full = np.mean(predicted == labels_test, axis=-1)
+    np.testing.assert_allclose(run.metrics["full_accuracy"][0], full)
+    np.testing.assert_allclose(run.metrics["visited_accuracy"][0], full)
+    np.testing.assert_allclose(run.metrics["fixed_accuracy"][0], np.repeat(full[:, None], 7, axis=1))
+
+
+def test_relu_classifier_sgd_fixed_masks_match_numpy():
+    """The K fixed sub-networks (masks from the evaluation generator, drawn before training) against numpy."""
+    X, labels, X_test, labels_test, W0, A0 = classifier_problem(m=30, k=4, seed=4)
+    retain, K = np.array([0.3, 0.6]), 9
+    seed = 11
+    run = tl.relu_classifier_sgd(X, labels, X_test, labels_test, W0, A0, retain, 0.1, 1, 4,
+                                       torch.Generator().manual_seed(seed), fixed_masks=K, checkpoints=[0],
+                                       progress=False)
+    evaluation_seed = int(torch.randint(0, 2**62, (1,), generator=torch.Generator().manual_seed(seed)).item())
+    evaluation = torch.Generator().manual_seed(evaluation_seed)
+    masks = torch.rand((2, K, 30), generator=evaluation, dtype=torch.float32).double().numpy() < retain[:, None, None]
+    visited = torch.rand((2, 1, 30), generator=evaluation, dtype=torch.float32).double().numpy() < retain[:, None, None]
+    hidden = np.maximum(W0 @ X_test, 0)  # (R, m, n')
+    for r in range(2):
+        fixed = [np.mean(np.argmax(A0[r] @ (masks[r, k][:, None] * hidden[r]), axis=0) == labels_test) for k in range(K)]
+        np.testing.assert_allclose(run.metrics["fixed_accuracy"][0, r], fixed)
+        sub = np.mean(np.argmax(A0[r] @ (visited[r, 0][:, None] * hidden[r]), axis=0) == labels_test)
+        assert run.metrics["visited_accuracy"][0, r] == pytest.approx(sub)
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(labels=np.array([0, 1, 2, 3, 0, 1, 2])), "labels"),
+    (dict(labels_test=np.array([0.5, 1, 2, 0, 1, 2])), "labels_test"),
+    (dict(X_test=np.ones((4, 6))), "X_test"),
+    (dict(A0=np.ones((2, 3, 6))), "A0"),
+    (dict(fixed_masks=-1), "fixed_masks"),
+    (dict(retain=np.array([0.5, 0.0])), "retain"),
+])
+def test_relu_classifier_sgd_refuses_bad_input(change, message):
+    X, labels, X_test, labels_test, W0, A0 = classifier_problem()
+    arguments = dict(X=X, labels=labels, X_test=X_test, labels_test=labels_test, W0=W0, A0=A0, retain=0.5, lr=0.1,
+                     epochs=1, batch_size=4, generator=torch.Generator().manual_seed(0), progress=False)
+    with pytest.raises(ValueError, match=message):
+        tl.relu_classifier_sgd(**{**arguments, **change})

@@ -188,3 +188,53 @@ def test_nondegeneracy_ratio_refuses_marginals_that_are_not_probabilities(p):
     ones gave ratios of −98.9 or 353 without a word."""
     with pytest.raises(ValueError, match="^p must be non-negative entries that sum to 1"):
         sensing.nondegeneracy_ratio(p, [0.2, 0.3, 0.5], 100)
+
+
+# --- dropout SGD for completion, batched over runs (completion_sgd) -----------------------------
+
+
+def test_completion_sgd_step_is_the_gradient_of_the_squared_error():
+    """One rating, θ = 1: every minibatch repeats it, so one step is U_a ← U_a − 2η e V_c (and V
+    likewise with the old U); the unit beyond the run's width never moves."""
+    rng = np.random.default_rng(0)
+    U0, V0 = rng.standard_normal((1, 3, 4)), rng.standard_normal((1, 2, 4))
+    U0[..., 3] = V0[..., 3] = 0.5
+    eta, y = 0.01, 0.7
+    run = sensing.completion_sgd([1], [0], [y], U0, V0, 1.0, 3, eta, 1, 5, torch.Generator().manual_seed(0),
+                                  progress=False)
+    u, v = U0[0, 1, :3], V0[0, 0, :3]
+    e = u @ v - y
+    np.testing.assert_allclose(run.final["U"][0, 1, :3], u - 2 * eta * e * v, rtol=1e-13)
+    np.testing.assert_allclose(run.final["V"][0, 0, :3], v - 2 * eta * e * u, rtol=1e-13)
+    np.testing.assert_array_equal(run.final["U"][0, :, 3], U0[0, :, 3])
+    np.testing.assert_array_equal(np.delete(run.final["U"][0], 1, axis=0), np.delete(U0[0], 1, axis=0))
+
+
+def test_completion_sgd_blocks_of_runs_compute_what_one_batch_does(monkeypatch):
+    """The CPU's cache-sized blocks of runs: runs of any mix of rates and widths, trained in blocks of
+    one run or all at once from the same generator state, end at the same factors (same draws)."""
+    rng = np.random.default_rng(3)
+    rows, cols, y = rng.integers(0, 6, 40), rng.integers(0, 5, 40), rng.standard_normal(40)
+    U0, V0 = rng.standard_normal((5, 6, 3)), rng.standard_normal((5, 5, 3))
+    finals = []
+    for block in (1, 10**9):
+        monkeypatch.setattr(sensing, "_CPU_BLOCK", block)
+        run = sensing.completion_sgd(rows, cols, y, U0, V0, [1.0, 0.5, 0.8, 0.6, 0.9], [3, 3, 2, 2, 1], 0.05, 3, 7,
+                                      torch.Generator().manual_seed(4), progress=False)
+        finals.append((run.final["U"], run.final["V"], run.losses))
+    for one, whole in zip(*finals):
+        np.testing.assert_array_equal(one, whole)
+
+
+def test_completion_metrics_are_the_rmse_and_the_dropout_objective():
+    rng = np.random.default_rng(1)
+    U, V = rng.standard_normal((2, 4, 3)), rng.standard_normal((2, 5, 3))
+    rows, cols, y = np.array([0, 1, 3, 3]), np.array([4, 0, 2, 1]), rng.standard_normal(4)
+    out = sensing.completion_metrics({"a": (rows, cols, y)}, [0.5, 0.8], objective="a", chunk=7)(
+        dict(U=torch.tensor(U), V=torch.tensor(V)))
+    for k, theta in enumerate((0.5, 0.8)):
+        pred = np.einsum("nk,nk->n", U[k, rows], V[k, cols])
+        penalty = np.mean(np.sum(U[k, rows] ** 2 * V[k, cols] ** 2, axis=1))
+        assert out["a_rmse"][k].item() == pytest.approx(np.sqrt(np.mean((pred - y) ** 2)), rel=1e-13)
+        assert out["a_objective"][k].item() == pytest.approx(np.mean((pred - y) ** 2) + (1 - theta) / theta * penalty,
+                                                             rel=1e-13)
