@@ -22,11 +22,13 @@ from . import checks
 UNIT_ROUNDOFF = float(np.finfo(np.float64).eps) / 2
 
 
-def roundoff_tolerance(operations: int) -> float:
-    """Forward-error bound γₙ = n·u/(1 − n·u) for ``operations`` = n rounded operations, u = 2⁻⁵³."""
-    if checks.integer(operations, "operations") * UNIT_ROUNDOFF >= 1:
+def roundoff_tolerance(operations: int, unit: float = UNIT_ROUNDOFF) -> float:
+    """Forward-error bound γₙ = n·u/(1 − n·u) for ``operations`` = n rounded operations, with the unit
+    roundoff u = ``unit``: 2⁻⁵³ in double precision (the default), 2⁻²⁴ in single precision."""
+    unit = checks.number(unit, "unit", minimum=0, maximum=1, open_minimum=True, open_maximum=True)
+    if checks.integer(operations, "operations") * unit >= 1:
         raise checks.error("operations", "a positive integer with n·u < 1", operations)
-    nu = operations * UNIT_ROUNDOFF
+    nu = operations * unit
     return nu / (1 - nu)
 
 

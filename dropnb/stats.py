@@ -173,6 +173,15 @@ def t_critical(count: int, level: float) -> float:
     return float(student_t.ppf(1 - level, count - 1))
 
 
+def mean_and_error(values) -> tuple[float, float]:
+    """The sample mean v̄ = Σᵢvᵢ/n of n ≥ 2 independent ``values`` and its standard error s/√n, with
+    s² = Σᵢ(vᵢ − v̄)²/(n − 1)."""
+    v = checks.vector(values, "values")
+    if v.size < 2:
+        raise ValueError(f"values must hold at least two values, got {v.size}")
+    return float(np.mean(v)), float(np.std(v, ddof=1) / np.sqrt(len(v)))
+
+
 def mean_confidence_bound(values, level: float, side: str = "lower") -> float:
     """The one-sided Student-t confidence bound on the mean of n ≥ 2 independent ``values``,
     v̄ − t_{1−level, n−1}·s/√n (``side="lower"``) or v̄ + t_{1−level, n−1}·s/√n (``"upper"``): it lies

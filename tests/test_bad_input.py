@@ -549,7 +549,7 @@ EXAMPLES.update({
     "render.record_list": dict(r=RECORD),
     "render.claims_table": dict(records=[RECORD]),
     # rounding
-    "rounding.roundoff_tolerance": dict(operations=100),
+    "rounding.roundoff_tolerance": dict(operations=100, unit=2.0**-24),
     "rounding.dropout_step_rounding": dict(width=16, dim=4, radius=2.0, distance=0.5, scale=1.0),
     "rounding.hessian_cutoff": dict(H=SYM),
     "rounding.deep_regularizer_operations": dict(sizes=[3, 2, 2]),
@@ -584,6 +584,7 @@ EXAMPLES.update({
     "stats.chunk_sizes": dict(total=10, chunk=4),
     "stats.t_statistic": dict(differences=np.array([[1.0, 0.5, 0.7], [0.3, 0.2, 0.6]]), axis=1),
     "stats.t_critical": dict(count=10, level=1e-3),
+    "stats.mean_and_error": dict(values=np.array([1.0, 0.5, 0.7])),
     "stats.mean_confidence_bound": dict(values=np.array([1.0, 0.5, 0.7]), level=1e-3, side="lower"),
     "stats.rank_correlation": dict(x=np.array([1.0, 3.0, 2.0, 5.0]), y=np.array([0.5, 0.7, 0.6, 2.0])),
     "stats.bootstrap_rank_correlation": dict(x=np.array([[1.0, 1.2], [2.0, 2.1], [3.0, 2.9], [4.0, 4.4]]),
@@ -876,7 +877,7 @@ WIDER = {
                                  "relu_capacity.activation_scales:V"],
     "a sample of any size n": ["relu_capacity.activation_scales:X", "relu_capacity.dropout_regularizer:X", "relu_capacity.mahalanobis_norm:X",
                                "relu_capacity.finite_class_rademacher:G", "relu_capacity.outputs:X", "relu_capacity.symmetrized:X",
-                               "stats.mean_confidence_bound:values"],
+                               "stats.mean_confidence_bound:values", "stats.mean_and_error:values"],
     "a linear function of any input dimension": ["relu_capacity.linear_as_relu:w"],
 }
 for _reason, _pairs in WIDER.items():

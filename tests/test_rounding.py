@@ -38,6 +38,33 @@ def test_roundoff_tolerance_of_one_operation():
     assert rounding.UNIT_ROUNDOFF == 2.0**-53
 
 
+@pytest.mark.parametrize("n", [1, 2, 10, 1000, 2**20])
+def test_roundoff_tolerance_in_single_precision_is_gamma_n(n):
+    u = Fraction(1, 2**24)
+    value = n * u / (1 - n * u)
+    assert abs(Fraction(roundoff_tolerance(n, unit=2.0**-24)) - value) <= Fraction(roundoff_tolerance(3)) * value
+
+
+def test_roundoff_tolerance_in_single_precision_covers_float32_sums():
+    """A float32 sum of n terms, added one by one, is within γ_{n−1}·Σ|xᵢ| (u = 2⁻²⁴) of the exact sum."""
+    rng = np.random.default_rng(7)
+    for n in (2, 10, 300):
+        for _ in range(20):
+            x = rng.standard_normal(n).astype(np.float32)
+            total = np.float32(0)
+            for term in x:
+                total = np.float32(total + term)
+            exact_sum = sum(Fraction(float(t)) for t in x)
+            bound = roundoff_tolerance(n - 1, unit=2.0**-24) * float(np.abs(x.astype(np.float64)).sum())
+            assert abs(Fraction(float(total)) - exact_sum) <= Fraction(bound)
+
+
+@pytest.mark.parametrize("unit", [0.0, 1.0, -2.0**-24, float("nan")])
+def test_roundoff_tolerance_rejects_a_bad_unit(unit):
+    with pytest.raises(ValueError, match="unit"):
+        roundoff_tolerance(3, unit=unit)
+
+
 def test_roundoff_tolerance_increases():
     values = [roundoff_tolerance(n) for n in (1, 2, 3, 100, 10**6)]
     assert values == sorted(values) and len(set(values)) == len(values)

@@ -82,6 +82,25 @@ def test_t_statistic_and_critical_value_match_scipy():
         stats.t_statistic([1.0, 1.0])
 
 
+def test_mean_and_error_of_known_values():
+    # mean 2, squared deviations 1 + 0 + 1 + 4 + 4 = 10 over n − 1 = 4, so s = √(5/2) and s/√n = 1/√2
+    mean, error = stats.mean_and_error([1.0, 2.0, 3.0, 0.0, 4.0])
+    assert mean == pytest.approx(2.0, rel=1e-15) and error == pytest.approx(1 / np.sqrt(2), rel=1e-14)
+
+
+def test_mean_and_error_against_a_sum():
+    v = np.random.default_rng(3).standard_normal(50)
+    mean = sum(v) / len(v)
+    error = np.sqrt(sum((x - mean) ** 2 for x in v) / (len(v) - 1) / len(v))
+    assert stats.mean_and_error(v) == pytest.approx((mean, error), rel=1e-12)
+
+
+@pytest.mark.parametrize("bad", [[], [1.0], [np.nan, 1.0], [[1.0, 2.0]]])
+def test_mean_and_error_rejects_bad_input(bad):
+    with pytest.raises(ValueError, match="values"):
+        stats.mean_and_error(bad)
+
+
 def test_mean_confidence_bound_is_the_t_interval():
     from scipy import stats as sps
 
