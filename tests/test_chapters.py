@@ -345,7 +345,7 @@ PLANTED_BUGS = {
         "landscape-networks.dropout.mask-expectation",
     ),
     "the ReLU polar taken over the arc ends only": (
-        "landscape-networks-homogeneous",
+        "landscape-networks-homogeneous-optimality",
         "import numpy as np, dropnb.relu_polar as H\n"
         "def _ends_only(X, G, H=H):\n"
         "    start, _, _ = H.arcs(X)\n"
@@ -356,7 +356,7 @@ PLANTED_BUGS = {
         "landscape-networks.theorem19.polar",
     ),
     "the convex reference stopped at its first check and reported as exact": (
-        "landscape-networks-homogeneous",
+        "landscape-networks-homogeneous-optimality",
         "import inspect, dropnb.relu_polar as _P\n"
         "exec(inspect.getsource(_P.sector_reference).replace('if cert.gap <= tol * cert.primal:', 'if True:')"
         ".replace('cert.primal, cert.dual, it', 'cert.primal, cert.primal, it'), _P.__dict__)",
