@@ -658,13 +658,13 @@ PLANTED_BUGS = {
         'adversarial.reflection.raw-step',
     ),
     "the β-certificate's Lipschitz constant from W instead of W/‖W‖_F": (
-        'adversarial',
+        'adversarial-training',
         'import inspect, dropnb.adversarial as _A\n'
         "exec(inspect.getsource(_A.beta_certificate).replace('lipschitz = float(np.abs(a) @ np.linalg.norm(W, axis=1)) / norm', 'lipschitz = float(np.abs(a) @ np.linalg.norm(W, axis=1))'), _A.__dict__)",
         'adversarial.theorem16.beta-robust',
     ),
     'the grid search keeps only the cubes inside the ball, not those that meet it': (
-        'adversarial',
+        'adversarial-training',
         'import inspect, dropnb.adversarial as _A\n'
         "exec(inspect.getsource(_A.grid_readings).replace('near = np.where(low > 0, low, np.where(high < 0, -high, 0.0))', 'near = np.maximum(np.abs(low), np.abs(high))'), _A.__dict__)",
         'adversarial.grid.flip-count',
@@ -694,31 +694,31 @@ PLANTED_BUGS = {
         'adversarial.lemma18.bound',
     ),
     'Algorithm 5 projecting only beyond twice the radius': (
-        'adversarial',
+        'adversarial-training',
         'import inspect, dropnb.adversarial as _A\n'
         "exec(inspect.getsource(_A._pgd).replace('moved = torch.where(length > radius, moved * (radius /', 'moved = torch.where(length > 2 * radius, moved * (2 * radius /'), _A.__dict__)",
         'adversarial.lemma19.in-ball',
     ),
     "Algorithm 6's step averaged over the m units": (
-        'adversarial',
+        'adversarial-training',
         'import inspect, dropnb.adversarial as _A\n'
         "exec(inspect.getsource(_A.adversarial_training).replace('update = (eta * Q * y)[:, None, None]', 'update = (eta * Q * y / width)[:, None, None]'), _A.__dict__)",
         'adversarial.lemma19.increment',
     ),
     "Algorithm 6's step with a flat top layer κ·sign(a_r) in place of a_r": (
-        'adversarial',
+        'adversarial-training',
         'import inspect, dropnb.adversarial as _A\n'
         "exec(inspect.getsource(_A.adversarial_training).replace('* (a * slope)[:, :, None] * delta[:, None, :]', '* (kappa[:, None] * torch.sign(a) * slope)[:, :, None] * delta[:, None, :]'), _A.__dict__)",
         'adversarial.errata.lemma19-increment',
     ),
     'multi-class PGD descending the cross-entropy': (
-        'adversarial',
+        'adversarial-training',
         'import inspect, dropnb.adversarial as _A\n'
         "exec(inspect.getsource(_A.multiclass_pgd).replace('g = -(W[y] - p @ W)', 'g = W[y] - p @ W'), _A.__dict__)",
         'adversarial.greedy.cross-entropy-succeeds',
     ),
     'the greedy attack ascending the cross-entropy': (
-        'adversarial',
+        'adversarial-training',
         'import inspect, dropnb.adversarial as _A\n'
         'exec(inspect.getsource(_A.multiclass_pgd).replace(\'if loss == "cross-entropy":\', \'if loss in ("cross-entropy", "greedy"):\'), _A.__dict__)',
         'adversarial.greedy.greedy-fails',
@@ -748,7 +748,7 @@ PLANTED_BUGS = {
         'adversarial.loss.concave',
     ),
     "Algorithm 6's outer step with the reflected loss's slope σ(z) instead of −ℓ'(z) = σ(−z)": (
-        'adversarial',
+        'adversarial-training',
         'import inspect, dropnb.adversarial as _A\n'
         "exec(inspect.getsource(_A.adversarial_training).replace('Q = torch.sigmoid(-z)', 'Q = torch.sigmoid(z)'), _A.__dict__)",
         'adversarial.lemma19.norm-growth',
@@ -760,7 +760,7 @@ PLANTED_BUGS = {
         'adversarial.art.fgsm-l2',
     ),
     'the exact worst margin of a linear model with +ν‖w‖': (
-        'adversarial',
+        'adversarial-training',
         'import inspect, dropnb.adversarial as _A\n'
         "exec(inspect.getsource(_A.linear_worst_margin).replace('return y * (X @ w) - checks', 'return y * (X @ w) + checks'), _A.__dict__)",
         'adversarial.corollary4.closed-form',
