@@ -453,7 +453,7 @@ PLANTED_BUGS = {
         "convergence.loss.base2",
     ),
     "Algorithm 4's row step without the 1/√m of the network's gradient": (
-        "convergence",
+        "convergence-training",
         "import inspect, dropnb.relu_lazy as _W\n"
         "exec(inspect.getsource(_W.dropout_sgd).replace('s = (eta * _slope_base2(z) * y / root)',"
         " 's = (eta * _slope_base2(z) * y)'), _W.__dict__)",
@@ -481,28 +481,28 @@ PLANTED_BUGS = {
         "convergence.figure53.gap-shrinks-with-width",
     ),
     "Algorithm 4's step climbing the loss (the row step added with the wrong sign)": (
-        "convergence",
+        "convergence-training",
         "import inspect, dropnb.relu_lazy as _W\n"
         "exec(inspect.getsource(_W.dropout_sgd).replace('W.add_(s[:, :, None] * x[:, None, :])',"
         " 'W.sub_(s[:, :, None] * x[:, None, :])'), _W.__dict__)",
         "convergence.lemma12.step",
     ),
     "Algorithm 4's test-time network evaluated at the initial weights": (
-        "convergence",
+        "convergence-training",
         "import inspect, dropnb.relu_lazy as _W\n"
         "exec(inspect.getsource(_W.dropout_sgd).replace('full = theta * (a * pre * active).sum(-1) / root',"
         " 'full = theta * (a * pre1 * active1).sum(-1) / root'), _W.__dict__)",
         "convergence.theorem14.rate-100",
     ),
     "the network under many masks of one input without the top signs": (
-        "convergence",
+        "convergence-training",
         "import inspect, dropnb.relu_lazy as _W\n"
         "exec(inspect.getsource(_W.network).replace('return mask.T @ (a * hidden[:, 0]) / math.sqrt(width)',"
         " 'return mask.T @ hidden[:, 0] / math.sqrt(width)'), _W.__dict__)",
         "convergence.lemma11.mean-output",
     ),
     "the finite-width margins without the half circles that wrap around angle 0": (
-        "convergence",
+        "convergence-training",
         "import inspect, dropnb.relu_lazy as _W\n"
         "exec(inspect.getsource(_W.circle_tangent_margins).replace('for shift in (-2 * np.pi, 0.0, 2 * np.pi):  # the half circle may wrap around 0',"
         " 'for shift in (0.0,):'), _W.__dict__)",
@@ -515,7 +515,7 @@ PLANTED_BUGS = {
         "convergence.errata.initialization-event",
     ),
     "Algorithm 4's visited network counted at the test-time output": (
-        "convergence",
+        "convergence-training",
         "import inspect, dropnb.relu_lazy as _W\n"
         "exec(inspect.getsource(_W.dropout_sgd).replace('tally[\"sub_mistakes\"] += (z <= 0).to(dtype)',"
         " 'tally[\"sub_mistakes\"] += (y * full <= 0).to(dtype)'), _W.__dict__)",
@@ -543,7 +543,7 @@ PLANTED_BUGS = {
         "convergence.errata.log-base-lemma13",
     ),
     "the circle sampler pairing each point with the label of another draw": (
-        "convergence",
+        "convergence-training",
         "import inspect, dropnb.relu_lazy as _W\n"
         "exec(inspect.getsource(_W.circle_sampler).replace('return points[k], signs[k]',"
         " 'return points[k], signs[k.flip(0)]'), _W.__dict__)",
