@@ -321,7 +321,6 @@ class ConicReference:
     Z: np.ndarray  # (1, m)
     value: float
     accuracy: float
-    seconds: float
 
 
 def conic_reference(X, y, decay, tol: float = 1e-10) -> ConicReference:
@@ -348,7 +347,7 @@ def conic_reference(X, y, decay, tol: float = 1e-10) -> ConicReference:
         raise RuntimeError(f"Clarabel did not certify an optimum at tolerance {tol:g}: status {problem.status}")
     Vv, Uv = V.value, U.value
     return ConicReference(Vv, Uv, (design @ (Vv - Uv).ravel())[None, :], float(problem.value),
-                          tol * (1 + abs(float(problem.value))), float(problem.solver_stats.solve_time))
+                          tol * (1 + abs(float(problem.value))))
 
 
 # ---------------------------------------------------------------------------------------------
